@@ -1,0 +1,29 @@
+"""The frontend's settings, mirroring the vLLM render-server flags that change observable behaviour."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class FrontendConfig:
+    """What one frontend serves and the bounds it enforces.
+
+    ``max_n`` plays the part of vLLM's VLLM_MAX_N_SEQUENCES; ``max_body_bytes`` has no vLLM counterpart:
+    it stops an oversized body before any JSON parsing (answered with 413).
+    """
+
+    model_dir: Path
+    served_model_name: str | None = None
+    tool_parser: str | None = None
+    reasoning_parser: str | None = None
+    max_model_len: int = 2048
+    max_logprobs: int = 20
+    max_n: int = 16384
+    max_body_bytes: int = 8 * 1024 * 1024
+
+    @property
+    def model_name(self) -> str:
+        """The name clients must use: the served name, else the folder path as given (vLLM's default)."""
+        return self.served_model_name or str(self.model_dir)

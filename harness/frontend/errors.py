@@ -1,0 +1,55 @@
+"""OpenAI-style error objects and the exception that carries one out of a handler.
+
+Every client mistake becomes ``{"error": {"message", "type", "param", "code"}}`` with HTTP status = code,
+the shape vLLM uses; handlers raise ``ApiError`` and the app turns it into a response in one place.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.responses import JSONResponse
+
+
+class ApiError(Exception):
+    """A request the frontend refuses; ``status`` is both the HTTP status and the body's ``code``."""
+
+    def __init__(
+        self, message: str, *, status: int = 400, err_type: str = "BadRequestError", param: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.err_type = err_type
+        self.param = param
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.err_type, "param": self.param,
+                          "code": self.status}}
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(self.body(), status_code=self.status)
+
+
+def bad_request(message: str, param: str | None = None) -> ApiError:
+    """A handler-level 400, as vLLM's ``create_error_response`` gives."""
+    return ApiError(message, status=400, err_type="BadRequestError", param=param)
+
+
+def validation_error(message: str, param: str | None) -> ApiError:
+    """A body that does not fit the request schema: vLLM answers 400 "Bad Request" (not 422)."""
+    return ApiError(message, status=400, err_type="Bad Request", param=param)
+
+
+def not_found_model(model: str, valid: str) -> ApiError:
+    return ApiError(f"The model `{model}` does not exist. Valid aliases: {valid}.", status=404,
+                    err_type="NotFoundError", param="model")
+
+
+def payload_too_large(limit: int) -> ApiError:
+    return ApiError(f"Request body exceeds the limit of {limit} bytes.", status=413,
+                    err_type="PayloadTooLargeError")
+
+
+def internal_error(message: str = "Internal server error") -> ApiError:
+    return ApiError(message, status=500, err_type="InternalServerError")

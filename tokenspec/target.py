@@ -1,0 +1,48 @@
+"""What a target URL is and whether it answers, decided before any test runs.
+
+A conformance verdict is only worth something if the target was reachable and spoke HTTP: a typo'd URL
+must end the run with one line and exit code 2, never with a wall of failed tests.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import httpx
+
+from tokenspec.errors import UsageError
+
+
+def normalise_url(url: str) -> str:
+    """Return ``url`` without a trailing slash, or raise UsageError if it is not an http(s) base URL."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"not an http(s) URL: {url!r} (expected e.g. http://127.0.0.1:8000)")
+    try:
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        raise UsageError(f"bad port in URL: {url!r}") from None
+    if parts.query or parts.fragment:
+        raise UsageError(f"a base URL takes no query or fragment: {url!r}")
+    return url.strip().rstrip("/")
+
+
+def check_reachable(url: str, timeout: float = 5.0) -> None:
+    """Raise UsageError unless something answers HTTP at ``url`` (any status counts as an answer)."""
+    try:
+        with httpx.Client(timeout=timeout) as client:
+            client.get(f"{url}/health")
+    except httpx.HTTPError as exc:
+        raise UsageError(f"target {url} is unreachable: {type(exc).__name__}: {exc}") from None
+
+
+def served_model(url: str, timeout: float = 10.0) -> str:
+    """The first model id of ``GET /v1/models``; the suite's default model name."""
+    try:
+        with httpx.Client(timeout=timeout) as client:
+            resp = client.get(f"{url}/v1/models")
+            resp.raise_for_status()
+            data = resp.json()["data"]
+            return str(data[0]["id"])
+    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
+        raise UsageError(f"cannot read the model name from {url}/v1/models ({exc}); pass --model NAME") from None
