@@ -1,0 +1,196 @@
+"""The ASGI app: routes, body reading with a size limit, JSON and content-type checks, error mapping.
+
+Order for every POST: body size (413, before parsing; Content-Length is checked first and the bytes are
+counted while reading), content type (400 "Unsupported Media Type", as vLLM answers, not 415), JSON (400),
+shape (400 "Bad Request"), model (404), then the endpoint's own checks. Any unexpected exception while
+handling a request becomes a 400 error object: every failure here is caused by the input, and a client
+must never see a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from tokenspec.harness.frontend import validation as schemas
+from tokenspec.harness.frontend.chat_template import render_chat
+from tokenspec.harness.frontend.config import FrontendConfig
+from tokenspec.harness.frontend.derender import Derenderer
+from tokenspec.harness.frontend.errors import ApiError, bad_request, not_found_model, payload_too_large
+from tokenspec.harness.frontend.limits import check_chat_stream, check_generate_responses, check_prompt_ids
+from tokenspec.harness.frontend.model_files import ModelFiles
+from tokenspec.harness.frontend.render import Renderer, request_id_suffix
+
+log = logging.getLogger(__name__)
+VERSION = "0.32.0"  # the vLLM version whose behaviour this frontend reproduces
+
+Handler = Callable[[dict[str, Any], Request], Any]
+
+
+async def read_json(request: Request, limit: int) -> Any:
+    """The parsed body; 413 past ``limit`` bytes (declared or actually sent), 400 for non-JSON."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise payload_too_large(limit)
+    content_type = request.headers.get("content-type", "")
+    if content_type.split(";")[0].strip().lower() != "application/json":
+        raise ApiError("Unsupported Media Type: Only 'application/json' is allowed", status=400,
+                       err_type="Bad Request")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise payload_too_large(limit)
+        chunks.append(chunk)
+    try:
+        return json.loads(b"".join(chunks))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(f"JSON decode error: {exc}", status=400, err_type="Bad Request") from exc
+
+
+class Frontend:
+    """Holds the loaded model and the endpoint handlers."""
+
+    def __init__(self, config: FrontendConfig) -> None:
+        self.config = config
+        self.model = ModelFiles.load(config.model_dir)
+        self.renderer = Renderer(config, self.model)
+        self.derenderer = Derenderer(config, self.model)
+
+    def check_model(self, body: dict[str, Any]) -> str:
+        model = body.get("model")
+        if model is not None and model != self.config.model_name:
+            raise not_found_model(model, self.config.model_name)
+        return self.config.model_name
+
+    def endpoint(self, schema: dict[str, Any] | None, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+        async def route(request: Request) -> Response:
+            try:
+                body = await read_json(request, self.config.max_body_bytes)
+                if schema is not None:
+                    schemas.check_shape(body, schema)
+                return JSONResponse(handler(body, request))
+            except ApiError as err:
+                return err.response()
+            except Exception as exc:  # noqa: BLE001 - the catch-all that keeps tracebacks from clients
+                log.exception("request failed")
+                return bad_request(f"the request could not be processed: {type(exc).__name__}").response()
+        return route
+
+    # -- handlers -----------------------------------------------------------------------------------------
+
+    def chat_render(self, body: dict[str, Any], request: Request) -> Any:
+        self.check_model(body)
+        return self.renderer.render_chat(body, request_id_suffix(request.headers.get("x-request-id"),
+                                                                 body.get("request_id")))
+
+    def completions_render(self, body: dict[str, Any], request: Request) -> Any:
+        self.check_model(body)
+        return self.renderer.render_completions(body, request_id_suffix(request.headers.get("x-request-id"),
+                                                                        body.get("request_id")))
+
+    def chat_derender(self, body: dict[str, Any], request: Request) -> Any:
+        if body.get("stream") is True:
+            schemas.check_shape(body, schemas.DERENDER_STREAM)
+            name = self.check_model(body)
+            check_chat_stream(self.config, body)
+            return self.derenderer.chat_stream(body, body.get("model") or name)
+        schemas.check_shape(body, schemas.DERENDER_CHAT)
+        name = self.check_model(body)
+        check_generate_responses(self.config, [body["generate_response"]])
+        check_prompt_ids(self.config, [body.get("prompt_token_ids")])
+        return self.derenderer.chat(body, body.get("model") or name)
+
+    def completions_derender(self, body: dict[str, Any], request: Request) -> Any:
+        if body.get("stream") is True:
+            schemas.check_shape(body, schemas.DERENDER_STREAM)
+            name = self.check_model(body)
+            check_prompt_ids(self.config, [body.get("prompt_token_ids")])
+            return self.derenderer.completions_stream(body, body.get("model") or name)
+        schemas.check_shape(body, schemas.DERENDER_COMPLETION)
+        name = self.check_model(body)
+        if not body["generate_responses"]:
+            raise bad_request("generate_responses must not be empty")
+        check_generate_responses(self.config, body["generate_responses"])
+        check_prompt_ids(self.config, body.get("prompt_token_ids") or [])
+        return self.derenderer.completions(body, body.get("model") or name)
+
+    def tokenize(self, body: dict[str, Any], request: Request) -> Any:
+        self.check_model(body)
+        if "messages" in body:
+            text = render_chat(self.model.chat_template or "", body["messages"], tools=body.get("tools"),
+                               add_generation_prompt=body.get("add_generation_prompt", True) is not False,
+                               continue_final_message=False, special_tokens=self.model.special_tokens,
+                               template_kwargs=body.get("chat_template_kwargs") or {})
+            add_special = bool(body.get("add_special_tokens", False))
+        else:
+            text = body["prompt"]
+            add_special = body.get("add_special_tokens", True) is not False
+        ids = self.model.encode(text, add_special_tokens=add_special)
+        strs = [self.model.id_to_piece(i) for i in ids] if body.get("return_token_strs") else None
+        return {"count": len(ids), "max_model_len": self.config.max_model_len, "tokens": ids, "token_strs": strs}
+
+    def detokenize(self, body: dict[str, Any], request: Request) -> Any:
+        self.check_model(body)
+        for token_id in body["tokens"]:
+            if self.model.id_to_piece(token_id) is None:
+                raise bad_request(f"Token id {token_id} is out of vocabulary")
+        return {"prompt": self.model.decode(body["tokens"])}
+
+    async def models(self, request: Request) -> Response:
+        name = self.config.model_name
+        return JSONResponse({"object": "list", "data": [{
+            "id": name, "object": "model", "created": 0, "owned_by": "tokenspec",
+            "root": str(self.config.model_dir), "parent": None, "max_model_len": self.config.max_model_len}]})
+
+
+PATHS = ["/v1/chat/completions/render", "/v1/completions/render", "/v1/chat/completions/derender",
+         "/v1/completions/derender", "/tokenize", "/detokenize", "/v1/models", "/health", "/version",
+         "/openapi.json"]
+
+
+def create_app(config: FrontendConfig) -> Starlette:
+    """Build the app for one model folder (loaded now, so a bad folder fails at start-up)."""
+    fe = Frontend(config)
+
+    async def health(request: Request) -> Response:
+        return Response(status_code=200)
+
+    async def version(request: Request) -> Response:
+        return JSONResponse({"version": VERSION})
+
+    async def openapi(request: Request) -> Response:
+        methods = {"/v1/models": "get", "/health": "get", "/version": "get", "/openapi.json": "get"}
+        paths = {p: {methods.get(p, "post"): {"responses": {"200": {"description": "OK"}}}} for p in PATHS}
+        return JSONResponse({"openapi": "3.1.0", "info": {"title": "tokenspec reference frontend",
+                                                          "version": VERSION}, "paths": paths})
+
+    routes = [
+        Route("/v1/chat/completions/render", fe.endpoint(schemas.CHAT_REQUEST, fe.chat_render), methods=["POST"]),
+        Route("/v1/completions/render", fe.endpoint(schemas.COMPLETION_REQUEST, fe.completions_render),
+              methods=["POST"]),
+        Route("/v1/chat/completions/derender", fe.endpoint(None, fe.chat_derender), methods=["POST"]),
+        Route("/v1/completions/derender", fe.endpoint(None, fe.completions_derender), methods=["POST"]),
+        Route("/tokenize", fe.endpoint(schemas.TOKENIZE, fe.tokenize), methods=["POST"]),
+        Route("/detokenize", fe.endpoint(schemas.DETOKENIZE, fe.detokenize), methods=["POST"]),
+        Route("/v1/models", fe.models, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+        Route("/version", version, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+    ]
+    app = Starlette(routes=routes)
+    app.state.frontend = fe
+    return app
+
+
+def serve(config: FrontendConfig, host: str = "127.0.0.1", port: int = 8000) -> None:
+    """Run the frontend with uvicorn until interrupted."""
+    uvicorn.run(create_app(config), host=host, port=port, log_level="warning")

@@ -1,0 +1,292 @@
+"""Derender: token ids from generate -> OpenAI chat / completions responses, whole or chunk by chunk.
+
+Streaming is stateless on the server: each call gets one generate chunk plus the ``stream_state`` the
+client got back from the previous call (same fields as vLLM's DerenderStreamState). Without parsers the
+state is the decode window; with parsers it also holds the whole output history, replayed through a fresh
+parser on every call (parser state is not serialisable), exactly as vLLM does.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tokenspec.harness.frontend.config import FrontendConfig
+from tokenspec.harness.frontend.detokenize import DecodeWindow, decode_tokens, seed_window
+from tokenspec.harness.frontend.errors import bad_request
+from tokenspec.harness.frontend.logprobs import CONTEXT_WINDOW, chat_logprobs, completion_logprobs
+from tokenspec.harness.frontend.model_files import ModelFiles
+from tokenspec.harness.frontend.parsers import REASONING_PARSERS, TOOL_PARSERS, OutputParser
+
+
+def _usage(prompt: int, completion: int) -> dict[str, Any]:
+    return {"prompt_tokens": prompt, "total_tokens": prompt + completion, "completion_tokens": completion,
+            "prompt_tokens_details": None, "completion_tokens_details": None}
+
+
+def new_stream_state() -> dict[str, Any]:
+    return {"prev_tokens": [], "prefix_offset": 0, "read_offset": 0, "role_sent": False,
+            "logprob_context_token_ids": [], "logprob_text_offset": 0, "output_token_ids": [],
+            "output_chunk_lens": [], "tools_streamed": False, "last_tool_call_ids": []}
+
+
+def _chunk_usage(chunk: dict[str, Any], prompt_tokens: int | None) -> dict[str, Any] | None:
+    usage = chunk.get("usage")
+    if usage is None:
+        return None
+    prompt = prompt_tokens if prompt_tokens is not None else (usage.get("prompt_tokens") or 0)
+    return _usage(prompt, usage.get("completion_tokens") or 0)
+
+
+class Derenderer:
+    def __init__(self, config: FrontendConfig, model: ModelFiles) -> None:
+        self.config = config
+        self.model = model
+        self.reasoning_cls = REASONING_PARSERS[config.reasoning_parser] if config.reasoning_parser else None
+        self.tool_cls = TOOL_PARSERS[config.tool_parser] if config.tool_parser else None
+        self.parsers_on = self.reasoning_cls is not None or self.tool_cls is not None
+
+    def _decode_flags(self, request: dict[str, Any] | None, keep_special: bool) -> bool:
+        """skip_special_tokens for decoding: parsers need the markers, else the request decides."""
+        if keep_special:
+            return False
+        value = (request or {}).get("skip_special_tokens")
+        return True if value is None else bool(value)
+
+    def _parser(self, chat_request: dict[str, Any]) -> OutputParser:
+        return OutputParser(self.reasoning_cls, self.tool_cls, chat_request)
+
+    # -- chat, whole response ------------------------------------------------------------------------
+
+    def chat(self, body: dict[str, Any], model_name: str) -> dict[str, Any]:
+        chat_request = body.get("chat_request")
+        if self.parsers_on and chat_request is None:
+            raise bad_request("chat_request is required when a tool or reasoning parser is configured "
+                              "because plain detokenization would leak raw parser markup into content.")
+        gen = body["generate_response"]
+        use_parser = self.parsers_on and chat_request is not None
+        skip = self._decode_flags(chat_request, keep_special=use_parser)
+        seed_ids = body.get("prompt_token_ids")
+        if seed_ids is None:
+            seed_ids = gen.get("prompt_token_ids")
+        include_reasoning = (chat_request or {}).get("include_reasoning", True) is not False
+        echo_ids = bool((chat_request or {}).get("return_token_ids")) and (not use_parser or include_reasoning)
+        choices = []
+        for choice in gen["choices"]:
+            ids = choice.get("token_ids")
+            if not ids:
+                raise bad_request(f"choice {choice['index']} has empty or null token_ids")
+            text = decode_tokens(self.model, seed_window(self.model, seed_ids, skip), ids, skip)
+            finish = choice.get("finish_reason", "stop")
+            message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None,
+                                       "annotations": None, "audio": None, "function_call": None}
+            if use_parser:
+                parsed = self._parser(chat_request).parse(text)
+                message["content"] = parsed.content
+                if parsed.tool_calls:
+                    message["tool_calls"] = parsed.tool_calls
+                    if not isinstance(chat_request.get("tool_choice"), dict):
+                        finish = "tool_calls"
+                if _forces_tool(chat_request):
+                    message["content"] = message["content"] or ""
+                message["reasoning"] = parsed.reasoning if include_reasoning else None
+            else:
+                message["reasoning"] = None
+            lps = choice.get("logprobs")
+            choices.append({
+                "index": choice["index"], "message": message,
+                "logprobs": chat_logprobs(self.model, lps) if lps is not None else None,
+                "finish_reason": finish, "stop_reason": choice.get("stop_reason"),
+                "token_ids": ids if echo_ids else None, "routed_experts": None})
+        prompt_tokens = body.get("prompt_tokens") or 0
+        completion = sum(len(c.get("token_ids") or []) for c in gen["choices"])
+        return {"id": gen.get("request_id") or _random_id(), "object": "chat.completion",
+                "created": int(time.time()), "model": model_name, "choices": choices,
+                "service_tier": None, "system_fingerprint": None, "usage": _usage(prompt_tokens, completion),
+                "prompt_logprobs": gen.get("prompt_logprobs"), "prompt_token_ids": None, "prompt_text": None,
+                "kv_transfer_params": gen.get("kv_transfer_params"), "ec_transfer_params": None,
+                "metrics": gen.get("metrics")}
+
+    # -- completions, whole response --------------------------------------------------------------------
+
+    def completions(self, body: dict[str, Any], model_name: str) -> dict[str, Any]:
+        responses = body["generate_responses"]
+        n = len(responses)
+        prompt_tokens = body.get("prompt_tokens")
+        prompt_ids = body.get("prompt_token_ids")
+        if prompt_tokens is not None and len(prompt_tokens) != n:
+            raise bad_request("prompt_tokens must have the same length as generate_responses")
+        if prompt_ids is not None and len(prompt_ids) != n:
+            raise bad_request("prompt_token_ids must have the same length as generate_responses")
+        skip = self._decode_flags(body.get("completion_request"), keep_special=False)
+        choices, total_prompt, total_completion = [], 0, 0
+        for i, gen in enumerate(responses):
+            seed_ids = prompt_ids[i] if prompt_ids is not None and prompt_ids[i] is not None \
+                else gen.get("prompt_token_ids")
+            for choice in gen["choices"]:
+                ids = choice.get("token_ids")
+                if not ids:
+                    raise bad_request(f"choice {choice['index']} in response {gen.get('request_id')} has "
+                                      "empty or null token_ids")
+                text = decode_tokens(self.model, seed_window(self.model, seed_ids, skip), ids, skip)
+                lps = choice.get("logprobs")
+                choices.append({
+                    "index": len(choices), "text": text,
+                    "logprobs": completion_logprobs(chat_logprobs(self.model, lps)) if lps is not None else None,
+                    "finish_reason": choice.get("finish_reason", "stop"),
+                    "stop_reason": choice.get("stop_reason"), "token_ids": None, "prompt_logprobs": None,
+                    "prompt_token_ids": None, "routed_experts": None})
+                total_completion += len(ids)
+            total_prompt += prompt_tokens[i] if prompt_tokens is not None else 0
+        first = responses[0]
+        kv = first.get("kv_transfer_params")
+        if any(r.get("kv_transfer_params") != kv for r in responses[1:]):
+            kv = None
+        return {"id": first.get("request_id") or _random_id(), "object": "text_completion",
+                "created": int(time.time()), "model": model_name, "choices": choices, "service_tier": None,
+                "system_fingerprint": None, "usage": _usage(total_prompt, total_completion),
+                "kv_transfer_params": kv, "ec_transfer_params": None,
+                "metrics": first.get("metrics") if n == 1 else None}
+
+    # -- streaming ----------------------------------------------------------------------------------------
+
+    def _window_from(self, state: dict[str, Any]) -> DecodeWindow:
+        window = DecodeWindow(list(state["prev_tokens"]), state["prefix_offset"], state["read_offset"])
+        if not window.prefix_offset <= window.read_offset <= len(window.prev_tokens):
+            raise bad_request("invalid stream_state: decode window offsets out of range")
+        return window
+
+    def chat_stream(self, body: dict[str, Any], model_name: str) -> dict[str, Any]:
+        chat_request = body.get("chat_request")
+        if self.parsers_on:
+            if chat_request is None:
+                raise bad_request("chat_request is required when a tool or reasoning parser is configured "
+                                  "because plain detokenization would leak raw parser markup into content.")
+            if body.get("prompt_token_ids") is None:
+                raise bad_request("prompt_token_ids is required when a tool or reasoning parser is "
+                                  "configured.")
+        chunk = body["generate_chunk"]
+        prompt_ids = body.get("prompt_token_ids")
+        if prompt_ids is None:
+            prompt_ids = chunk.get("prompt_token_ids")
+        carried = body.get("stream_state")
+        state = {**new_stream_state(), **(carried or {})}
+        choices = []
+        if self.parsers_on:
+            choice_out, state = self._chat_stream_parsed(chunk, state, chat_request, prompt_ids)
+            choices = [choice_out] if choice_out is not None else []
+        else:
+            skip = self._decode_flags(chat_request, keep_special=False)
+            window = self._window_from(state) if carried is not None else seed_window(self.model, prompt_ids, skip)
+            echo_ids = bool((chat_request or {}).get("return_token_ids"))
+            for choice in chunk["choices"]:
+                ids = choice.get("token_ids") or []
+                text = decode_tokens(self.model, window, ids, skip)
+                lps = choice.get("logprobs")
+                resolved = chat_logprobs(self.model, lps, state["logprob_context_token_ids"]) \
+                    if lps is not None else None
+                delta = {"role": None if state["role_sent"] else "assistant", "content": text or None,
+                         "reasoning": None, "tool_calls": []}
+                state["role_sent"] = True
+                state["logprob_context_token_ids"] = (state["logprob_context_token_ids"] + ids)[-CONTEXT_WINDOW:]
+                choices.append({"index": choice["index"], "delta": delta, "logprobs": resolved,
+                                "finish_reason": choice.get("finish_reason"),
+                                "stop_reason": choice.get("stop_reason"),
+                                "token_ids": choice.get("token_ids") if echo_ids else None})
+            state.update(prev_tokens=window.prev_tokens, prefix_offset=window.prefix_offset,
+                         read_offset=window.read_offset)
+        out_chunk = {"id": chunk.get("request_id") or _random_id(), "object": "chat.completion.chunk",
+                     "created": int(time.time()), "model": model_name, "choices": choices,
+                     "usage": _chunk_usage(chunk, body.get("prompt_tokens")), "system_fingerprint": None,
+                     "prompt_token_ids": None, "prompt_text": None, "metrics": chunk.get("metrics")}
+        return {"chunk": out_chunk, "stream_state": state}
+
+    def _chat_stream_parsed(self, chunk: dict[str, Any], state: dict[str, Any], chat_request: dict[str, Any],
+                            prompt_ids: list[int]) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        history, lens = state["output_token_ids"], state["output_chunk_lens"]
+        if sum(lens) != len(history):
+            raise bad_request("invalid stream_state: derender failed")
+        parser = self._parser(chat_request)
+        window = seed_window(self.model, prompt_ids, False)
+        start = 0
+        for n in lens:  # replay earlier chunks with their original boundaries; output discarded
+            parser.feed(decode_tokens(self.model, window, history[start:start + n], False))
+            start += n
+        if not chunk["choices"]:
+            return None, state
+        choice = chunk["choices"][0]
+        ids = choice.get("token_ids") or []
+        text = decode_tokens(self.model, window, ids, False)
+        parsed = parser.feed(text, finished=choice.get("finish_reason") is not None)
+        if ids:
+            state["output_token_ids"] = history + ids
+            state["output_chunk_lens"] = lens + [len(ids)]
+        tool_calls = []
+        known_ids = list(state["last_tool_call_ids"])
+        for call in parsed.tool_calls:
+            if call.id is not None:
+                if call.index < len(known_ids):
+                    call.id = known_ids[call.index]  # keep the id the client already saw
+                else:
+                    known_ids.append(call.id)
+            tool_calls.append(call.to_json())
+        if tool_calls:
+            state["tools_streamed"] = True
+        state["last_tool_call_ids"] = known_ids
+        include_reasoning = chat_request.get("include_reasoning", True) is not False
+        delta = {"role": None if state["role_sent"] else "assistant", "content": parsed.content or None,
+                 "reasoning": (parsed.reasoning or None) if include_reasoning else None,
+                 "tool_calls": tool_calls}
+        state["role_sent"] = True
+        finish = choice.get("finish_reason")
+        if finish is not None and state["tools_streamed"] and not isinstance(chat_request.get("tool_choice"), dict):
+            finish = "tool_calls"
+        echo_ids = bool(chat_request.get("return_token_ids")) and include_reasoning
+        return {"index": choice["index"], "delta": delta, "logprobs": None, "finish_reason": finish,
+                "stop_reason": choice.get("stop_reason"),
+                "token_ids": choice.get("token_ids") if echo_ids else None}, state
+
+    def completions_stream(self, body: dict[str, Any], model_name: str) -> dict[str, Any]:
+        chunk = body["generate_chunk"]
+        if len(chunk["choices"]) > 1:
+            raise bad_request("derender_completion_stream expects at most one choice per chunk")
+        skip = self._decode_flags(body.get("completion_request"), keep_special=False)
+        carried = body.get("stream_state")
+        state = {**new_stream_state(), **(carried or {})}
+        prompt_ids = body.get("prompt_token_ids")
+        if prompt_ids is None:
+            prompt_ids = chunk.get("prompt_token_ids")
+        window = self._window_from(state) if carried is not None else seed_window(self.model, prompt_ids, skip)
+        choices = []
+        for choice in chunk["choices"]:
+            ids = choice.get("token_ids") or []
+            text = decode_tokens(self.model, window, ids, skip)
+            lps = choice.get("logprobs")
+            resolved = None
+            if lps is not None:
+                resolved = completion_logprobs(
+                    chat_logprobs(self.model, lps, state["logprob_context_token_ids"]),
+                    state["logprob_text_offset"])
+            state["logprob_context_token_ids"] = (state["logprob_context_token_ids"] + ids)[-CONTEXT_WINDOW:]
+            state["logprob_text_offset"] += len(text)
+            choices.append({"index": choice["index"], "text": text, "logprobs": resolved,
+                            "finish_reason": choice.get("finish_reason"), "stop_reason": choice.get("stop_reason"),
+                            "prompt_token_ids": None, "token_ids": None})
+        state.update(prev_tokens=window.prev_tokens, prefix_offset=window.prefix_offset,
+                     read_offset=window.read_offset)
+        out_chunk = {"id": chunk.get("request_id") or _random_id(), "object": "text_completion",
+                     "created": int(time.time()), "model": model_name, "choices": choices,
+                     "usage": _chunk_usage(chunk, body.get("prompt_tokens")), "system_fingerprint": None,
+                     "metrics": chunk.get("metrics")}
+        return {"chunk": out_chunk, "stream_state": state}
+
+
+def _forces_tool(chat_request: dict[str, Any]) -> bool:
+    choice = chat_request.get("tool_choice")
+    return isinstance(choice, dict) or choice == "required"
+
+
+def _random_id() -> str:
+    import secrets
+
+    return secrets.token_hex(8)

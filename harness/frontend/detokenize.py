@@ -1,0 +1,64 @@
+"""Incremental detokenization that never emits part of a UTF-8 character.
+
+Byte-level BPE spreads one character (an emoji, say) over several tokens; decoding a prefix of them yields
+U+FFFD. The decoder therefore keeps a small window of pieces: ``prefix_offset`` marks text already emitted
+that is re-decoded only as context, ``read_offset`` marks where unread pieces start. New text is emitted
+only when the decoded window grows and does not end in U+FFFD, so a split character is held back until its
+last byte arrives. This is the same window vLLM carries in its client-side ``stream_state``
+(``prev_tokens``, ``prefix_offset``, ``read_offset``), so states are interchangeable between the servers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tokenspec.harness.frontend.model_files import ModelFiles
+
+REPLACEMENT_CHAR = "\ufffd"
+# How many prompt pieces seed the window, and how far back the first prefix reaches (vLLM's values).
+_SEED_PIECES = 7
+_PREFIX_REACH = 5
+
+
+@dataclass
+class DecodeWindow:
+    """The incremental decoder's state; small and JSON-friendly because clients carry it."""
+
+    prev_tokens: list[str] = field(default_factory=list)
+    prefix_offset: int = 0
+    read_offset: int = 0
+
+
+def seed_window(model: ModelFiles, prompt_ids: list[int] | None, skip_special_tokens: bool) -> DecodeWindow:
+    """Prime the window with the prompt's tail so the first output token decodes in context."""
+    if not prompt_ids:
+        return DecodeWindow()
+    pieces = model.ids_to_pieces(prompt_ids[-_SEED_PIECES:], skip_special_tokens)
+    return DecodeWindow(list(pieces), max(len(pieces) - _PREFIX_REACH, 0), len(pieces))
+
+
+def decode_step(model: ModelFiles, window: DecodeWindow, token_id: int, skip_special_tokens: bool) -> str:
+    """Feed one token id; return the text it completes ('' while a character is incomplete).
+
+    The window is updated in place and trimmed to the part later steps can still read.
+    """
+    new_pieces = model.ids_to_pieces([token_id], skip_special_tokens)
+    pieces = window.prev_tokens + new_pieces
+    prefix, read = window.prefix_offset, window.read_offset
+    prefix_text = model.pieces_to_text(pieces[prefix:read])
+    full_text = model.pieces_to_text(pieces[prefix:])
+    if len(full_text) <= len(prefix_text) or full_text.endswith(REPLACEMENT_CHAR):
+        emitted = ""
+    else:
+        emitted = full_text[len(prefix_text):]
+        prefix, read = read, len(pieces)
+    # Everything before the prefix is never read again: drop it and rebase the offsets.
+    window.prev_tokens = pieces[prefix:]
+    window.read_offset = read - prefix
+    window.prefix_offset = 0
+    return emitted
+
+
+def decode_tokens(model: ModelFiles, window: DecodeWindow, token_ids: list[int], skip_special_tokens: bool) -> str:
+    """Decode a run of ids through the window; the concatenation of each step's text."""
+    return "".join(decode_step(model, window, t, skip_special_tokens) for t in token_ids)

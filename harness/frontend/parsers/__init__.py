@@ -1,0 +1,17 @@
+"""Reasoning and tool-call parsers, chosen by name like vLLM's --reasoning-parser / --tool-call-parser.
+
+Parsers read decoded TEXT, never token ids: an engine may spell a marker such as ``</think>`` with ordinary
+byte-level pieces instead of the added token, and the markup must still be recognised.
+"""
+
+from tokenspec.harness.frontend.parsers.hermes import HermesToolParser
+from tokenspec.harness.frontend.parsers.output import OutputParser, ParsedMessage
+from tokenspec.harness.frontend.parsers.think import ThinkReasoningParser
+
+REASONING_PARSERS: dict[str, type[ThinkReasoningParser]] = {
+    "qwen3": ThinkReasoningParser,
+    "deepseek_r1": ThinkReasoningParser,
+}
+TOOL_PARSERS: dict[str, type[HermesToolParser]] = {"hermes": HermesToolParser}
+
+__all__ = ["REASONING_PARSERS", "TOOL_PARSERS", "OutputParser", "ParsedMessage"]

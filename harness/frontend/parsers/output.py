@@ -1,0 +1,56 @@
+"""The configured parsers composed: decoded output text -> content, reasoning and tool calls.
+
+Reasoning is split off first; the remaining content goes to the tool parser when the request allows tool
+calls (it has ``tools`` and ``tool_choice`` is not "none").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tokenspec.harness.frontend.parsers.hermes import HermesToolParser, ToolCallDelta, new_tool_call_id
+from tokenspec.harness.frontend.parsers.think import ThinkReasoningParser
+
+
+@dataclass
+class ParsedMessage:
+    content: str | None
+    reasoning: str | None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class StreamDelta:
+    reasoning: str = ""
+    content: str = ""
+    tool_calls: list[ToolCallDelta] = field(default_factory=list)
+
+
+class OutputParser:
+    """One request's parser; build a fresh one per response (streams are replayed into a fresh one)."""
+
+    def __init__(self, reasoning_cls: type[ThinkReasoningParser] | None,
+                 tool_cls: type[HermesToolParser] | None, chat_request: dict[str, Any]) -> None:
+        kwargs = chat_request.get("chat_template_kwargs") or {}
+        self.reasoning = reasoning_cls(kwargs) if reasoning_cls is not None else None
+        tools_on = bool(chat_request.get("tools")) and chat_request.get("tool_choice") != "none"
+        self.tools = tool_cls() if tool_cls is not None and tools_on else None
+
+    def parse(self, text: str) -> ParsedMessage:
+        reasoning, content = self.reasoning.split(text) if self.reasoning else (None, text)
+        calls: list[dict[str, Any]] = []
+        if self.tools is not None and content is not None:
+            content, found = self.tools.extract(content)
+            calls = [{"id": new_tool_call_id(), "type": "function", "function": f} for f in found]
+            if calls and content is not None and not content.strip():
+                content = None
+        return ParsedMessage(content=content or None, reasoning=reasoning, tool_calls=calls)
+
+    def feed(self, delta: str, finished: bool = False) -> StreamDelta:
+        """Streamed text in; what may be sent now out. ``finished`` flushes held-back tails."""
+        reasoning, content = self.reasoning.feed(delta, finished) if self.reasoning else ("", delta)
+        if self.tools is None:
+            return StreamDelta(reasoning=reasoning, content=content)
+        content, calls = self.tools.feed(content, finished)
+        return StreamDelta(reasoning=reasoning, content=content, tool_calls=calls)

@@ -1,0 +1,68 @@
+"""``<think>...</think>`` reasoning split, as vLLM's qwen3 reasoning parser does it.
+
+Observed rules (vLLM 0.32, qwen3): the output starts inside the reasoning block (the template may already
+have opened it), so text before the first ``</think>`` is reasoning and ``<think>`` itself is dropped; a
+``<tool_call>`` also ends reasoning and stays in the content. With no end marker everything is reasoning.
+``chat_template_kwargs.enable_thinking: false`` switches reasoning parsing off entirely.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tokenspec.harness.frontend.parsers.markup import partial_suffix
+
+THINK_START = "<think>"
+THINK_END = "</think>"
+TOOL_START = "<tool_call>"
+
+
+class ThinkReasoningParser:
+    """Splits text into (reasoning, content); ``feed`` gives the same split incrementally."""
+
+    def __init__(self, chat_template_kwargs: dict[str, Any] | None = None) -> None:
+        self.enabled = (chat_template_kwargs or {}).get("enable_thinking", True) is not False
+        self._text = ""
+        self._reasoning_sent = 0
+        self._content_start: int | None = None if self.enabled else 0
+
+    @staticmethod
+    def _end_of_reasoning(text: str) -> tuple[int, int] | None:
+        """(end of reasoning, start of content) for the first end marker, or None."""
+        found = [(i, i + len(THINK_END)) for i in [text.find(THINK_END)] if i >= 0]
+        found += [(i, i) for i in [text.find(TOOL_START)] if i >= 0]
+        return min(found) if found else None
+
+    def split(self, text: str) -> tuple[str | None, str | None]:
+        """Non-streaming split of a whole output."""
+        if not self.enabled:
+            return None, text
+        end = self._end_of_reasoning(text)
+        if end is None:
+            return text.replace(THINK_START, "") or None, None
+        reasoning = text[: end[0]].replace(THINK_START, "")
+        content = text[end[1]:].replace(THINK_END, "")
+        return reasoning or None, content or None
+
+    def feed(self, delta: str, finished: bool = False) -> tuple[str, str]:
+        """Add streamed text; return (new reasoning, new content) safe to emit now.
+
+        A tail that may be the start of a marker is held back, unless the output has ``finished``.
+        """
+        self._text += delta
+        if self._content_start is not None:
+            return "", delta
+        end = self._end_of_reasoning(self._text)
+        if end is None:
+            body = self._text
+            hold = 0 if finished else max(partial_suffix(body, t) for t in (THINK_START, THINK_END, TOOL_START))
+            visible = body[: len(body) - hold]
+        else:
+            visible = self._text[: end[0]]
+        reasoning = visible.replace(THINK_START, "")
+        new_reasoning = reasoning[self._reasoning_sent:]
+        self._reasoning_sent = len(reasoning)
+        if end is None:
+            return new_reasoning, ""
+        self._content_start = end[1]
+        return new_reasoning, self._text[end[1]:]

@@ -1,0 +1,233 @@
+"""Render: an OpenAI chat or completions request -> the GenerateRequest(s) an engine would run.
+
+The sampling_params mapping follows vLLM 0.32 (facts doc section 5). Its serialisation matches vLLM's
+observable output: float fields are always written; int, bool and null fields only when they differ from
+SamplingParams' defaults (vLLM omits ``n: 1`` or ``max_tokens: 16`` even when the request set them).
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from tokenspec.harness.frontend.chat_template import render_chat
+from tokenspec.harness.frontend.config import FrontendConfig
+from tokenspec.harness.frontend.errors import bad_request
+from tokenspec.harness.frontend.model_files import ModelFiles
+from tokenspec.harness.frontend.validation import check_sampling_ranges
+
+# OpenAI defaults for the fields a generation_config.json may override.
+_FLOAT_DEFAULTS = {"presence_penalty": 0.0, "frequency_penalty": 0.0, "repetition_penalty": 1.0,
+                   "temperature": 1.0, "top_p": 1.0, "min_p": 0.0}
+# SamplingParams defaults of the non-float fields: such a field is omitted when equal to its default.
+_OMITTED_AT_DEFAULT: dict[str, Any] = {
+    "n": 1, "top_k": 0, "seed": None, "ignore_eos": False, "max_tokens": 16, "min_tokens": 0,
+    "logprobs": None, "prompt_logprobs": None, "logprob_token_ids": None, "skip_special_tokens": True,
+    "spaces_between_special_tokens": True, "include_stop_str_in_output": False, "stream_interval": None,
+    "logit_bias": None, "allowed_token_ids": None, "extra_args": None, "thinking_token_budget": None,
+    "routed_experts_prompt_start": 0, "repetition_detection": None, "watermarking": None,
+    "structured_outputs": None,
+}
+_COPIED = ("n", "seed", "ignore_eos", "min_tokens", "skip_special_tokens", "spaces_between_special_tokens",
+           "include_stop_str_in_output", "stream_interval", "thinking_token_budget", "allowed_token_ids",
+           "repetition_detection", "routed_experts_prompt_start", "watermarking")
+_MAX_TEMP_FLOOR = 1e-2  # vLLM raises tiny positive temperatures to this
+
+
+def request_id_suffix(header_id: str | None, body_id: Any) -> str:
+    """X-Request-Id header, else body request_id, else random (vLLM's order)."""
+    if header_id:
+        return header_id
+    if isinstance(body_id, str) and body_id:
+        return body_id
+    return secrets.token_hex(8)
+
+
+class Renderer:
+    """Turns validated request bodies into GenerateRequest dicts for one model."""
+
+    def __init__(self, config: FrontendConfig, model: ModelFiles) -> None:
+        self.config = config
+        self.model = model
+        self.parsers_on = bool(config.tool_parser or config.reasoning_parser)
+
+    # -- prompt ---------------------------------------------------------------------------------------
+
+    def chat_prompt_ids(self, body: dict[str, Any]) -> list[int]:
+        template = self.model.chat_template
+        if template is None:
+            raise bad_request("As of transformers v4.44, default chat template is no longer allowed, so you "
+                              "must provide a chat template if the tokenizer does not define one.")
+        tools = body.get("tools")
+        if tools and body.get("tool_choice") in (None, "auto") and not self.config.tool_parser:
+            raise bad_request('"auto" tool choice requires --enable-auto-tool-choice and '
+                              "--tool-call-parser to be set")
+        continue_final = bool(body.get("continue_final_message"))
+        add_generation = body.get("add_generation_prompt", True)
+        if add_generation is None:
+            add_generation = True
+        if continue_final and add_generation:
+            raise bad_request("Cannot set both `continue_final_message` and `add_generation_prompt` to True.")
+        text = render_chat(template, body["messages"], tools=tools or None,
+                           add_generation_prompt=add_generation, continue_final_message=continue_final,
+                           special_tokens=self.model.special_tokens,
+                           template_kwargs=body.get("chat_template_kwargs") or {})
+        return self.model.encode(text, add_special_tokens=bool(body.get("add_special_tokens", False)))
+
+    def completion_prompts(self, body: dict[str, Any]) -> list[list[int]]:
+        prompt = body["prompt"]
+        if body.get("suffix"):
+            raise bad_request("suffix is not supported for this model", param="suffix")
+        if isinstance(prompt, str):
+            prompt = [prompt]
+        if not prompt:
+            raise bad_request("Prompt cannot be empty", param="prompt")
+        if all(isinstance(p, int) for p in prompt):
+            prompt = [prompt]
+        add_special = body.get("add_special_tokens")
+        add_special = True if add_special is None else add_special
+        out = []
+        for p in prompt:
+            ids = self.model.encode(p, add_special_tokens=add_special) if isinstance(p, str) else list(p)
+            if not ids:
+                raise bad_request("Prompt cannot be empty", param="prompt")
+            out.append(ids)
+        return out
+
+    def _check_length(self, ids: list[int], truncate: int | None) -> list[int]:
+        if truncate is not None and truncate != 0:
+            keep = self.config.max_model_len if truncate == -1 else truncate
+            ids = ids[-keep:]
+        if len(ids) > self.config.max_model_len:
+            raise bad_request(
+                f"This model's maximum context length is {self.config.max_model_len} tokens. However, your "
+                f"prompt contains at least {len(ids)} input tokens. Please reduce the length of the input "
+                "prompt.", param="input_tokens")
+        return ids
+
+    # -- sampling params --------------------------------------------------------------------------------
+
+    def sampling_params(self, body: dict[str, Any], prompt_len: int, *, chat: bool) -> dict[str, Any]:
+        defaults = self.model.sampling_defaults
+        params: dict[str, Any] = {}
+        for name, openai_default in _FLOAT_DEFAULTS.items():
+            value = body.get(name)
+            params[name] = float(value if value is not None else defaults.get(name, openai_default))
+        top_k = body.get("top_k")
+        params["top_k"] = top_k if top_k is not None else defaults.get("top_k", 0)
+        for name in _COPIED:
+            if body.get(name) is not None:
+                params[name] = body[name]
+        stop = body.get("stop")
+        params["stop"] = [stop] if isinstance(stop, str) else list(stop or [])
+        params["stop_token_ids"] = list(body.get("stop_token_ids") or [])
+        requested = body.get("max_completion_tokens") if chat else None
+        if requested is None:
+            requested = body.get("max_tokens")
+        if requested is None and not chat and "max_tokens" not in body:
+            requested = 16
+        room = self.config.max_model_len - prompt_len
+        caps = [room] + [c for c in (requested, defaults.get("max_tokens")) if c is not None]
+        params["max_tokens"] = min(caps)
+        if chat:
+            if body.get("logprobs") and not body.get("logprob_token_ids"):
+                params["logprobs"] = body.get("top_logprobs") if body.get("top_logprobs") is not None else 0
+            if body.get("logprob_token_ids"):
+                params["logprob_token_ids"] = body["logprob_token_ids"]
+            echo_logprobs = body.get("top_logprobs")
+        else:
+            if body.get("logprobs") is not None:
+                params["logprobs"] = body["logprobs"]
+            echo_logprobs = body.get("logprobs")
+        prompt_logprobs = body.get("prompt_logprobs")
+        if prompt_logprobs is None and body.get("echo"):
+            prompt_logprobs = echo_logprobs
+        if prompt_logprobs is not None:
+            params["prompt_logprobs"] = prompt_logprobs
+        if chat and self.parsers_on:
+            params["skip_special_tokens"] = False  # parsers must see marker tokens (vLLM's adjust_request)
+        params["output_kind"] = 1 if body.get("stream") else 2
+        params["skip_clone"] = True
+        if body.get("logit_bias"):
+            params["logit_bias"] = {str(int(k)): min(100.0, max(-100.0, float(v)))
+                                    for k, v in body["logit_bias"].items()}
+        extra = dict(body.get("vllm_xargs") or {})
+        for name in ("kv_transfer_params", "ec_transfer_params"):
+            if body.get(name):
+                extra[name] = body[name]
+        if extra:
+            params["extra_args"] = extra
+        params["bad_words"] = list(body.get("bad_words") or [])
+        params["skip_reading_prefix_cache"] = params.get("prompt_logprobs") is not None
+        if 0 < params["temperature"] < _MAX_TEMP_FLOOR:
+            params["temperature"] = _MAX_TEMP_FLOOR
+        check_sampling_ranges(params, self.config.max_n)
+        return {k: v for k, v in params.items()
+                if k not in _OMITTED_AT_DEFAULT or v != _OMITTED_AT_DEFAULT[k] or isinstance(v, float)}
+
+    # -- requests ---------------------------------------------------------------------------------------
+
+    def _generate_request(self, body: dict[str, Any], request_id: str, ids: list[int],
+                          params: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+        stream = bool(body.get("stream"))
+        return {
+            "request_id": request_id, "token_ids": ids, "token_offsets": None, "features": None,
+            "content_parts": None, "sampling_params": params, "model": body.get("model"), **extra,
+            "return_token_ids": None, "output_mode": "tokens", "stream": stream,
+            "stream_options": _stream_options(body) if stream else None,
+            "cache_salt": body.get("cache_salt"), "priority": body.get("priority") or 0,
+            "kv_transfer_params": None, "ec_transfer_params": None,
+        }
+
+    def render_chat(self, body: dict[str, Any], id_suffix: str) -> dict[str, Any]:
+        _check_common(body)
+        ids = self._check_length(self.chat_prompt_ids(body), body.get("truncate_prompt_tokens"))
+        params = self.sampling_params(body, len(ids), chat=True)
+        extra: dict[str, Any] = {}
+        if self.config.reasoning_parser:
+            kwargs = {"add_generation_prompt": body.get("add_generation_prompt", True) is not False,
+                      "continue_final_message": bool(body.get("continue_final_message")),
+                      **(body.get("chat_template_kwargs") or {})}
+            extra = {"reasoning_ended": _reasoning_ended(kwargs),
+                     "reasoning_parser_kwargs": {"chat_template_kwargs": kwargs}}
+        else:
+            extra = {"reasoning_ended": None, "reasoning_parser_kwargs": None}
+        return self._generate_request(body, f"chatcmpl-{id_suffix}", ids, params, extra)
+
+    def render_completions(self, body: dict[str, Any], id_suffix: str) -> list[dict[str, Any]]:
+        _check_common(body)
+        prompts = self.completion_prompts(body)
+        base = f"cmpl-{id_suffix}"
+        out = []
+        for i, ids in enumerate(prompts):
+            ids = self._check_length(ids, body.get("truncate_prompt_tokens"))
+            params = self.sampling_params(body, len(ids), chat=False)
+            rid = base if len(prompts) == 1 else f"{base}-{i}"
+            out.append(self._generate_request(body, rid, ids, params, {}))
+        return out
+
+
+def _reasoning_ended(kwargs: dict[str, Any]) -> bool:
+    """Whether the prompt already left reasoning (the template closed the think block itself)."""
+    return kwargs.get("enable_thinking") is False
+
+
+def _stream_options(body: dict[str, Any]) -> dict[str, Any] | None:
+    opts = body.get("stream_options")
+    if opts is None:
+        return None
+    return {"include_usage": bool(opts.get("include_usage") or False),
+            "continuous_usage_stats": bool(opts.get("continuous_usage_stats") or False)}
+
+
+def _check_common(body: dict[str, Any]) -> None:
+    if body.get("use_beam_search"):
+        raise bad_request("Beam search is not supported by the render endpoint")
+    if body.get("stream_options") and not body.get("stream"):
+        raise bad_request("Stream options can only be defined when `stream=True`.", param="stream_options")
+    if body.get("prompt_logprobs") is not None and body.get("stream"):
+        raise bad_request("`prompt_logprobs` are not available when `stream=True`.", param="prompt_logprobs")
+    if body.get("top_logprobs") not in (None, 0) and body.get("logprobs") is not True:
+        raise bad_request("when using `top_logprobs`, `logprobs` must be set to true.", param="top_logprobs")
+    if body.get("logprob_token_ids") and not body.get("logprobs"):
+        raise bad_request("`logprob_token_ids` requires `logprobs` to be set.", param="logprob_token_ids")

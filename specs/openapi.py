@@ -1,0 +1,186 @@
+"""Load tokenspec's OpenAPI documents and validate JSON against their schemas.
+
+All documents live side by side in ``specs/`` and refer to each other with relative ``$ref``s
+(``components.yaml#/components/schemas/X``). One ``referencing.Registry`` holds every document
+under a ``file:`` URI, so a validator built for any pointer resolves refs across files. The suite
+validates every response it receives, so validators are built once and cached.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import yaml
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+__all__ = [
+    "DOCUMENTS",
+    "SPEC_DIR",
+    "component_validator",
+    "document_uri",
+    "find_operation",
+    "load_all",
+    "load_document",
+    "registry",
+    "request_schema",
+    "response_schema",
+    "schema_validator",
+]
+
+SPEC_DIR = Path(__file__).resolve().parent
+#: The OpenAPI documents, in the order paths are searched (the plain coupled endpoints are found
+#: before the optional token-native description of the same path).
+DOCUMENTS: tuple[str, ...] = (
+    "components.yaml",
+    "render.yaml",
+    "generate.yaml",
+    "derender.yaml",
+    "utilities.yaml",
+    "coupled.yaml",
+    "token-native.yaml",
+)
+
+
+def document_uri(name: str, spec_dir: Path = SPEC_DIR) -> str:
+    """The ``file:`` URI a document is registered under (its refs resolve relative to it)."""
+    return (spec_dir / name).resolve().as_uri()
+
+
+def read_document(path: Path) -> dict[str, Any]:
+    """Parse one YAML document; YAML's int keys (``200:``) are normalised to strings."""
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"{path.name}: not a YAML mapping")
+    return _stringify_keys(data)
+
+
+def _stringify_keys(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {str(k): _stringify_keys(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_stringify_keys(v) for v in node]
+    return node
+
+
+@functools.cache
+def load_document(name: str) -> dict[str, Any]:
+    """One installed document by file name (``"render.yaml"``); cached, do not mutate."""
+    return read_document(SPEC_DIR / name)
+
+
+def load_all() -> dict[str, dict[str, Any]]:
+    """Every installed OpenAPI document by file name."""
+    return {name: load_document(name) for name in DOCUMENTS}
+
+
+@functools.cache
+def registry() -> Registry:
+    """A registry holding every document, so ``$ref``s across files resolve."""
+    resources = [
+        (document_uri(name), Resource.from_contents(doc, default_specification=DRAFT202012))
+        for name, doc in load_all().items()
+    ]
+    return Registry().with_resources(resources)
+
+
+def _resolve_pointer(document: dict[str, Any], pointer: str) -> Any:
+    node: Any = document
+    for raw in [p for p in pointer.split("/") if p]:
+        key = raw.replace("~1", "/").replace("~0", "~")
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    return node
+
+
+@functools.cache
+def schema_validator(document: str, pointer: str) -> Draft202012Validator:
+    """A Draft 2020-12 validator for the schema at ``document#pointer`` (cached).
+
+    The schema is wrapped in a ``$ref`` from the document's URI so relative refs inside it resolve
+    exactly as they would in the document.
+    """
+    _resolve_pointer(load_document(document), pointer)  # KeyError early for a bad pointer
+    schema = {"$ref": f"{document_uri(document)}#{pointer}"}
+    return Draft202012Validator(schema, registry=registry())
+
+
+def component_validator(name: str) -> Draft202012Validator:
+    """Validator for ``components.yaml#/components/schemas/<name>``."""
+    return schema_validator("components.yaml", f"/components/schemas/{name}")
+
+
+def _escape(path: str) -> str:
+    return path.replace("~", "~0").replace("/", "~1")
+
+
+def find_operation(path: str, method: str) -> tuple[str, str] | None:
+    """``(document, pointer)`` of the operation ``method path`` in the first document that has it."""
+    method = method.lower()
+    for name in DOCUMENTS:
+        op = load_document(name).get("paths", {}).get(path, {}).get(method)
+        if isinstance(op, dict):
+            return name, f"/paths/{_escape(path)}/{method}"
+    return None
+
+
+def _deref(document: str, node: Any) -> tuple[str, Any]:
+    """Follow a Reference Object (``{"$ref": ...}`` on a response or body) to its target."""
+    while isinstance(node, dict) and "$ref" in node:
+        target = node["$ref"]
+        file_part, _, pointer = target.partition("#")
+        document = file_part or document
+        node = _resolve_pointer(load_document(document), pointer)
+    return document, node
+
+
+def _media_validator(document: str, container_pointer: str, content_type: str) -> Draft202012Validator | None:
+    doc, container = _deref(document, _resolve_pointer(load_document(document), container_pointer))
+    content = container.get("content") if isinstance(container, dict) else None
+    if not content or content_type not in content or "schema" not in content[content_type]:
+        return None
+    if doc == document:
+        pointer = f"{container_pointer}/content/{_escape(content_type)}/schema"
+        return schema_validator(document, pointer)
+    # The container was a $ref into another document: validate against the referenced schema.
+    ref = _resolve_pointer(load_document(document), container_pointer)["$ref"]
+    file_part, _, pointer = ref.partition("#")
+    return schema_validator(file_part or document, f"{pointer}/content/{_escape(content_type)}/schema")
+
+
+@functools.cache
+def response_schema(
+    path: str, method: str, status: int | str, content_type: str = "application/json"
+) -> Draft202012Validator | None:
+    """Validator for the response body of ``method path`` with ``status`` (cached).
+
+    Lookup order for the status: exact code, ``4XX``/``5XX`` range, ``default``. ``None`` when the
+    path/method is unknown or the response has no body schema for ``content_type``.
+    """
+    found = find_operation(path, method)
+    if found is None:
+        return None
+    document, op_pointer = found
+    responses = _resolve_pointer(load_document(document), op_pointer).get("responses", {})
+    code = str(status)
+    for key in (code, f"{code[:1]}XX", "default"):
+        if key in responses:
+            return _media_validator(document, f"{op_pointer}/responses/{key}", content_type)
+    return None
+
+
+@functools.cache
+def request_schema(
+    path: str, method: str, content_type: str = "application/json"
+) -> Draft202012Validator | None:
+    """Validator for the request body of ``method path`` (cached); ``None`` if it has no body."""
+    found = find_operation(path, method)
+    if found is None:
+        return None
+    document, op_pointer = found
+    op = _resolve_pointer(load_document(document), op_pointer)
+    if "requestBody" not in op:
+        return None
+    return _media_validator(document, f"{op_pointer}/requestBody", content_type)

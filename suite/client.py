@@ -1,0 +1,164 @@
+"""The HTTP client every conformance test talks through.
+
+It does three things a bare httpx client does not, so individual tests stay short:
+
+1. every call has a timeout, and a timeout or connection failure becomes a test failure naming the URL;
+2. every response body is validated against the spec's schema for its path, method and status, so the
+   schema family covers every response the suite ever receives (SCHEMA-* requirements);
+3. the last request is remembered, so a failing test's report carries a ``curl`` command that replays it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shlex
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from tokenspec.suite.schemas import SchemaViolation, validate_response
+
+MAX_REPRODUCE_BODY = 16_384
+_SEQUENCE = itertools.count()
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    url: str
+    body: bytes | None
+    content_type: str | None
+    seq: int = field(default_factory=lambda: next(_SEQUENCE))
+
+    def curl(self) -> str:
+        parts = ["curl", "-sS", "-X", self.method, self.url]
+        if self.content_type:
+            parts += ["-H", f"content-type: {self.content_type}"]
+        if self.body is not None:
+            if len(self.body) > MAX_REPRODUCE_BODY:
+                return (
+                    " ".join(shlex.quote(p) for p in parts)
+                    + f" --data-binary @body.json  # body of {len(self.body)} bytes, too large to inline:"
+                    " re-run the test with -k to regenerate it"
+                )
+            parts += ["--data-binary", self.body.decode("utf-8", errors="replace")]
+        return " ".join(shlex.quote(p) for p in parts)
+
+
+@dataclass
+class SuiteClient:
+    """One test's client for one base URL (target, engine or reference)."""
+
+    base_url: str
+    timeout: float
+    validate: bool = True
+    history: list[RecordedRequest] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._http = httpx.Client(base_url=self.base_url, timeout=self.timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    @property
+    def last_request(self) -> RecordedRequest | None:
+        return self.history[-1] if self.history else None
+
+    def _record(self, method: str, path: str, body: bytes | None, content_type: str | None) -> None:
+        self.history.append(RecordedRequest(method, f"{self.base_url}{path}", body, content_type))
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        content: bytes | None = None,
+        content_type: str | None = None,
+        validate: bool | None = None,
+    ) -> httpx.Response:
+        """Send a request; with ``validate`` (default on) the response must match the spec's schema."""
+        if json_body is not None:
+            content = json.dumps(json_body, ensure_ascii=False).encode()
+            content_type = content_type or "application/json"
+        headers = {"content-type": content_type} if content_type else {}
+        self._record(method, path, content, content_type)
+        try:
+            resp = self._http.request(method, path, content=content, headers=headers)
+        except httpx.TimeoutException:
+            raise AssertionError(f"{method} {self.base_url}{path} timed out after {self.timeout:.0f}s") from None
+        except httpx.HTTPError as exc:
+            raise AssertionError(f"{method} {self.base_url}{path} failed: {type(exc).__name__}: {exc}") from None
+        if validate if validate is not None else self.validate:
+            check_schema(method, path, resp)
+        return resp
+
+    def post(self, path: str, body: Any, **kw: Any) -> httpx.Response:
+        return self.request("POST", path, json_body=body, **kw)
+
+    def get(self, path: str, **kw: Any) -> httpx.Response:
+        return self.request("GET", path, **kw)
+
+    def post_ok(self, path: str, body: Any) -> Any:
+        """POST and demand a 2xx; returns the parsed JSON body."""
+        resp = self.post(path, body)
+        assert resp.status_code < 300, f"POST {path} answered {resp.status_code}: {resp.text[:500]}"
+        return resp.json()
+
+    def stream_events(self, path: str, body: Any) -> Iterator[Any]:
+        """POST a streaming request and yield each SSE ``data:`` payload parsed as JSON, up to ``[DONE]``.
+
+        Each event is validated against the spec's chunk schema; the stream must end with ``[DONE]``.
+        """
+        content = json.dumps(body).encode()
+        self._record("POST", path, content, "application/json")
+        done = False
+        try:
+            with self._http.stream(
+                "POST", path, content=content, headers={"content-type": "application/json"}
+            ) as resp:
+                if resp.status_code >= 300:
+                    resp.read()
+                    check_schema("POST", path, resp)
+                    raise AssertionError(f"streaming POST {path} answered {resp.status_code}: {resp.text[:500]}")
+                ctype = resp.headers.get("content-type", "")
+                assert ctype.startswith("text/event-stream"), f"stream content-type is {ctype!r}"
+                for line in resp.iter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        done = True
+                        break
+                    event = json.loads(data)
+                    if self.validate:
+                        problems = validate_response("POST", path, 200, event, content_type="text/event-stream")
+                        if problems:
+                            raise SchemaViolation(f"SSE event of POST {path}", problems, event)
+                    yield event
+        except httpx.TimeoutException:
+            raise AssertionError(f"streaming POST {self.base_url}{path} timed out after {self.timeout:.0f}s") from None
+        assert done, f"stream of POST {path} ended without `data: [DONE]`"
+
+
+def check_schema(method: str, path: str, resp: httpx.Response) -> None:
+    """Raise SchemaViolation when a JSON response body does not match the spec for its status."""
+    ctype = resp.headers.get("content-type", "")
+    if not ctype.startswith("application/json"):
+        if resp.status_code >= 400:
+            raise SchemaViolation(
+                f"{method} {path} -> {resp.status_code}",
+                [f"error responses must be application/json with the error object, got {ctype!r}"],
+                resp.text[:300],
+            )
+        return
+    try:
+        body = resp.json()
+    except ValueError:
+        raise SchemaViolation(f"{method} {path} -> {resp.status_code}", ["body is not valid JSON"], resp.text[:300])
+    problems = validate_response(method, path, resp.status_code, body)
+    if problems:
+        raise SchemaViolation(f"{method} {path} -> {resp.status_code}", problems, body)

@@ -1,0 +1,118 @@
+"""Report writers: ``report.json`` (machine) and ``summary.md`` (human). ``junit.xml`` is pytest's own.
+
+Writers read results and the requirement catalogue, never tests. ``summary.md`` answers, in order: what is
+the verdict, which requirements broke (with their sentence, the failing request and the difference), and
+which requirements no test exercised.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from tokenspec import __version__
+from tokenspec.suite.results import LEVELS, TestResult, exit_code, is_failure, summarise
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    target: str
+    engine: str | None
+    reference: str | None
+    model: str | None
+    seed: int | None
+    started_at: str
+    duration_s: float
+
+
+def report_dict(info: RunInfo, results: list[TestResult]) -> dict:
+    return {
+        "tokenspec_version": __version__,
+        "target": info.target,
+        "engine": info.engine,
+        "reference": info.reference,
+        "model": info.model,
+        "seed": info.seed,
+        "started_at": info.started_at,
+        "duration_s": info.duration_s,
+        "summary": summarise(results).to_dict(),
+        "tests": [r.to_dict() for r in sorted(results, key=lambda r: r.nodeid)],
+    }
+
+
+def write_reports(out: Path, info: RunInfo, results: list[TestResult]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps(report_dict(info, results), indent=2, ensure_ascii=False) + "\n")
+    (out / "summary.md").write_text(summary_markdown(info, results))
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def summary_markdown(info: RunInfo, results: list[TestResult]) -> str:
+    from tokenspec.specs.catalogue import load_catalogue
+
+    catalogue = load_catalogue()
+    summary = summarise(results)
+    verdict = "FAIL: a MUST requirement failed" if exit_code(results) else "PASS: no unexpected MUST failure"
+    lines = [
+        f"# tokenspec conformance report: {verdict}",
+        "",
+        f"- target: `{info.target}`; engine: `{info.engine}`; reference: `{info.reference}`; model: `{info.model}`",
+        f"- started {info.started_at}, {info.duration_s:.1f} s, seed {info.seed}, tokenspec {__version__}",
+        "",
+        "| total | " + " | ".join(summary.counts) + " |",
+        "|---:|" + "---:|" * len(summary.counts),
+        f"| {summary.total} | " + " | ".join(str(v) for v in summary.counts.values()) + " |",
+        "",
+        "| level | passed | failed |",
+        "|---|---:|---:|",
+        *(f"| {lvl} | {summary.by_level[lvl]['passed']} | {summary.by_level[lvl]['failed']} |" for lvl in LEVELS),
+        "",
+    ]
+    failures = [r for r in results if is_failure(r.outcome)]
+    if failures:
+        lines += ["## Failures", ""]
+        for r in sorted(failures, key=lambda r: (LEVELS.index(r.level), r.nodeid)):
+            lines.append(f"### {r.outcome.upper()} `{r.nodeid}` ({r.level})")
+            for rid in r.requirement_ids:
+                if rid in catalogue:
+                    lines.append(f"- **{rid}** ({catalogue[rid].level}): {catalogue[rid].statement}")
+            lines += ["", "```", r.message.strip()[:3000], "```"]
+            if r.reproduce:
+                lines += ["Reproduce:", "", "```sh", r.reproduce, "```"]
+            lines.append("")
+    xfailed = [r for r in results if r.outcome == "xfailed"]
+    if xfailed:
+        lines += ["## Known failures (expectations)", "", "| test | requirements | reason |", "|---|---|---|"]
+        lines += [f"| `{r.nodeid}` | {', '.join(r.requirement_ids)} | {_cell(r.message)} |" for r in xfailed]
+        lines.append("")
+
+    per_req: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for r in results:
+        for rid in r.requirement_ids:
+            per_req[rid][r.outcome] += 1
+    lines += [
+        "## Requirements",
+        "",
+        "| requirement | level | passed | failed | other | statement |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    untested = []
+    for rid, req in sorted(catalogue.items()):
+        if req.withdrawn:
+            continue
+        counts = per_req.get(rid)
+        if not counts:
+            untested.append(rid)
+            continue
+        failed = sum(v for k, v in counts.items() if is_failure(k))
+        other = sum(counts.values()) - failed - counts.get("passed", 0)
+        lines.append(
+            f"| {rid} | {req.level} | {counts.get('passed', 0)} | {failed} | {other} | {_cell(req.statement)} |"
+        )
+    lines += ["", f"Requirements without a test in this run ({len(untested)}): {', '.join(untested) or 'none'}", ""]
+    return "\n".join(lines)

@@ -1,0 +1,40 @@
+"""Schema checks of live responses against ``specs/`` (the SCHEMA family).
+
+Validation is delegated to ``tokenspec.specs.openapi``, which owns the documents and caches one compiled
+validator per (path, method, status, content type); this module only turns jsonschema errors into short,
+readable assertion messages with the JSON path of each problem.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tokenspec.specs.openapi import response_schema
+
+MAX_PROBLEMS = 5
+
+
+class SchemaViolation(AssertionError):
+    """A response body that does not match the spec; the message lists the first few problems."""
+
+    def __init__(self, where: str, problems: list[str], body: Any) -> None:
+        shown = json.dumps(body, ensure_ascii=False)[:400] if not isinstance(body, str) else body[:400]
+        lines = "\n".join(f"  - {p}" for p in problems[:MAX_PROBLEMS])
+        more = f"\n  ... and {len(problems) - MAX_PROBLEMS} more" if len(problems) > MAX_PROBLEMS else ""
+        super().__init__(f"{where}: response violates the spec schema:\n{lines}{more}\n  body: {shown}")
+        self.problems = problems
+
+
+def validate_response(
+    method: str, path: str, status: int, body: Any, content_type: str = "application/json"
+) -> list[str]:
+    """Problems of ``body`` against the spec's response schema; [] when valid or when the spec has none."""
+    validator = response_schema(path, method.lower(), status, content_type=content_type)
+    if validator is None:
+        return []
+    problems = []
+    for error in sorted(validator.iter_errors(body), key=lambda e: list(e.absolute_path)):
+        where = "/" + "/".join(str(p) for p in error.absolute_path)
+        problems.append(f"{where}: {error.message[:200]}")
+    return problems

@@ -1,0 +1,89 @@
+"""``tokenspec run``: check the target, then hand over to pytest with the suite plugin.
+
+Everything a user can get wrong is checked here first (bad URLs, an unreachable target, a missing
+expectations file), so a bad invocation ends with one line and exit code 2 rather than a failed run.
+The exit code of a completed run comes from the results, not from pytest: 0 when no MUST-level test
+failed unexpectedly, 1 when one did.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+from tokenspec.errors import UsageError
+from tokenspec.target import check_reachable, normalise_url, served_model
+
+
+def pytest_args(args: argparse.Namespace, report_dir: Path) -> list[str]:
+    from tokenspec.suite.plugin import SUITE_DIR
+
+    target = normalise_url(args.target)
+    out = [
+        str(SUITE_DIR),
+        "--rootdir",
+        str(SUITE_DIR),
+        "-c",
+        str(SUITE_DIR / "pytest.ini"),
+        "--import-mode=importlib",
+        "-p",
+        "no:cacheprovider",
+        "--tokenspec-target",
+        target,
+        "--tokenspec-report",
+        str(report_dir),
+        "--tokenspec-level",
+        args.level,
+        "--tokenspec-timeout",
+        str(args.timeout),
+        "--tokenspec-max-examples",
+        str(args.max_examples),
+    ]
+    for flag, value in (
+        ("--tokenspec-engine", args.engine and normalise_url(args.engine)),
+        ("--tokenspec-reference", args.reference and normalise_url(args.reference)),
+        ("--tokenspec-model", args.model),
+        ("--tokenspec-tokenizer", args.tokenizer),
+        ("--tokenspec-expectations", args.expectations),
+        ("--tokenspec-seed", None if args.seed is None else str(args.seed)),
+    ):
+        if value:
+            out += [flag, value]
+    if str(args.workers) not in ("0", "1"):
+        out += ["-n", str(args.workers), "--dist", "loadgroup"]
+    if args.keyword:
+        out += ["-k", args.keyword]
+    return out
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    import pytest
+
+    target = normalise_url(args.target)
+    for url in filter(None, (target, args.engine, args.reference)):
+        check_reachable(normalise_url(url))
+    if args.model is None:
+        args.model = served_model(target)
+    if args.tokenizer and not (Path(args.tokenizer) / "tokenizer.json").exists():
+        raise UsageError(f"--tokenizer {args.tokenizer}: no tokenizer.json in that folder")
+    if args.expectations:
+        from tokenspec.suite.expectations import load_expectations
+
+        load_expectations(args.expectations)
+    report_dir = Path(args.report) if args.report else Path(tempfile.mkdtemp(prefix="tokenspec-"))
+    code = pytest.main(pytest_args(args, report_dir))
+    report = report_dir / "report.json"
+    if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR) or not report.exists():
+        raise UsageError(f"the suite could not run (pytest exit code {int(code)}); see the output above")
+    summary = json.loads(report.read_text())["summary"]
+    print(
+        f"tokenspec: {summary['passed']} passed, {summary['failed']} failed, {summary['errors']} errors,"
+        f" {summary['unsupported']} unsupported, {summary['xfailed']} xfailed, {summary['xpassed']} xpassed;"
+        f" MUST failed: {summary['by_level']['MUST']['failed']}; report in {report_dir}"
+    )
+    from tokenspec.suite.results import TestResult, exit_code
+
+    tests = [TestResult(**t) for t in json.loads(report.read_text())["tests"]]
+    return exit_code(tests)
