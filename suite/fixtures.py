@@ -81,3 +81,23 @@ def reference(request: pytest.FixtureRequest, target: Target) -> Iterator[SuiteC
     """Client for the standard serve endpoint used for parity."""
     assert target.reference_url, "parity tests need --reference"
     yield from _client(request, target.reference_url, max(target.timeout, 60.0))
+
+
+@pytest.fixture(scope="session")
+def max_model_len(target: Target) -> int:
+    """The target's context length: its /v1/models card, else the model folder's configuration."""
+    import json
+
+    import httpx
+
+    try:
+        card = httpx.get(f"{target.url}/v1/models", timeout=target.timeout).json()["data"][0]
+        if isinstance(card.get("max_model_len"), int):
+            return int(card["max_model_len"])
+    except (httpx.HTTPError, ValueError, KeyError, IndexError):
+        pass
+    if target.tokenizer_dir and (target.tokenizer_dir / "tokenizer_config.json").exists():
+        config = json.loads((target.tokenizer_dir / "tokenizer_config.json").read_text())
+        if isinstance(config.get("model_max_length"), int):
+            return int(config["model_max_length"])
+    pytest.fail("the target's context length is unknown: its /v1/models card has no max_model_len (UTIL-008)")

@@ -62,14 +62,23 @@ def probe(target: Target, codec: Codec) -> Capabilities:
             caps.notes["codec"] = str(exc)
             hello = [1]
         response = {"request_id": "probe", "choices": [{"index": 0, "token_ids": hello, "finish_reason": "stop"}]}
-        derender = {"model": model, "generate_response": response, "prompt_tokens": 1}
+        plain = {"model": model, "messages": user, "chat_template_kwargs": {"enable_thinking": False}}
+        derender = {"model": model, "generate_response": response, "prompt_tokens": 1, "chat_request": plain}
         if _ok(c, f"{target.url}/v1/chat/completions/derender", derender)[0]:
             caps.offered.add("chat-derender")
         completions = {"model": model, "generate_responses": [response], "prompt_tokens": [1]}
         if _ok(c, f"{target.url}/v1/completions/derender", completions)[0]:
             caps.offered.add("completions-derender")
         chunk = {"request_id": "probe", "choices": [{"index": 0, "token_ids": hello, "finish_reason": None}]}
-        stream = {"model": model, "stream": True, "generate_chunk": chunk, "stream_state": None, "prompt_tokens": 1}
+        stream = {
+            "model": model,
+            "stream": True,
+            "generate_chunk": chunk,
+            "stream_state": None,
+            "prompt_tokens": 1,
+            "prompt_token_ids": [1],
+            "chat_request": plain,
+        }
         ok, resp = _ok(c, f"{target.url}/v1/chat/completions/derender", stream)
         if ok and resp is not None and "stream_state" in resp.json():
             caps.offered.add("streaming-derender")
@@ -86,17 +95,37 @@ def probe(target: Target, codec: Codec) -> Capabilities:
             if ok and resp is not None and resp.json()["choices"][0]["message"].get("reasoning"):
                 caps.offered.add("reasoning")
 
-        if ok := (rendered is not None and rendered.status_code == 200):
-            gen = rendered.json()
-            gen["sampling_params"] = {**gen.get("sampling_params", {}), "max_tokens": 1, "temperature": 0}
-            ok, _ = _ok(c, f"{target.generate_url}/inference/v1/generate", gen)
-        if ok:
-            caps.offered.add("generate")
+        if rendered is not None and rendered.status_code == 200:
+            _probe_generate(c, target, rendered.json(), caps)
         if target.reference_url:
             try:
-                r = c.get(f"{target.reference_url}/v1/models")
-                if r.status_code == 200:
-                    caps.offered.add("reference")
+                if c.get(f"{target.reference_url}/v1/models").status_code == 200:
+                    caps.offered.add("coupled")
             except httpx.HTTPError as exc:
-                caps.notes["reference"] = str(exc)
+                caps.notes["coupled"] = str(exc)
     return caps
+
+
+def _probe_generate(c: httpx.Client, target: Target, rendered: dict, caps: Capabilities) -> None:
+    """Engine features: each probe is a one-token generation with one option switched on."""
+    url = f"{target.generate_url}/inference/v1/generate"
+    base = {"token_ids": rendered["token_ids"], "model": rendered.get("model")}
+
+    def gen(extra_params: dict, **top: object) -> dict | None:
+        params = {"max_tokens": 1, "temperature": 0, **extra_params}
+        ok, resp = _ok(c, url, {**base, "sampling_params": params, **top})
+        return resp.json() if ok and resp is not None else None
+
+    if gen({}) is None:
+        return
+    caps.offered.add("generate")
+    if (out := gen({"logprobs": 1})) and out["choices"][0].get("logprobs"):
+        caps.offered.add("logprobs")
+    if (out := gen({"prompt_logprobs": 1})) and out.get("prompt_logprobs"):
+        caps.offered.add("prompt-logprobs")
+    if (out := gen({"detokenize": True}, output_mode="text")) and "text" in out["choices"][0]:
+        caps.offered.add("text-output-mode")
+    if (out := gen({"n": 2, "temperature": 1.0, "seed": 1})) and len(out["choices"]) == 2:
+        caps.offered.add("multi-choice")
+    if gen({"stop": ["zz"], "detokenize": True}) is not None:
+        caps.offered.add("stop-strings")

@@ -75,7 +75,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     report_dir = Path(args.report) if args.report else Path(tempfile.mkdtemp(prefix="tokenspec-"))
     code = pytest.main(pytest_args(args, report_dir))
     report = report_dir / "report.json"
-    if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR) or not report.exists():
+    if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or not report.exists():
         raise UsageError(f"the suite could not run (pytest exit code {int(code)}); see the output above")
     summary = json.loads(report.read_text())["summary"]
     print(

@@ -52,6 +52,8 @@ def _compile(source: str) -> jinja2.Template:
 def wants_content_parts(source: str) -> bool:
     """True when the template loops over ``message['content']`` (vLLM's "openai" content format)."""
     for loop in _ENV.parse(source).find_all(nodes.For):
+        if isinstance(loop.iter, nodes.Name) and loop.iter.name == "content":
+            return True  # e.g. a macro that takes the content and loops over its parts
         for node in loop.iter.find_all((nodes.Getitem, nodes.Getattr)):
             key = node.attr if isinstance(node, nodes.Getattr) else getattr(node.arg, "value", None)
             if key == "content":

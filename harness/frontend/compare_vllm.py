@@ -71,6 +71,7 @@ def _normalise(value: Any) -> Any:
     text = re.sub(r'"(created)": \d+', r'"\1": 0', text)
     text = re.sub(r"(chatcmpl|cmpl|chatcmpl-tool)-[0-9a-f]{16}", r"\1-X", text)
     text = re.sub(r'"id": "[0-9a-f]{16}"', '"id": "X"', text)
+    text = text.replace('"cohere_format": "cmd4", ', "")  # a default vLLM leaks into every request
     return json.loads(text)
 
 

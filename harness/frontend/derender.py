@@ -186,7 +186,7 @@ class Derenderer:
                 resolved = chat_logprobs(self.model, lps, state["logprob_context_token_ids"]) \
                     if lps is not None else None
                 delta = {"role": None if state["role_sent"] else "assistant", "content": text or None,
-                         "reasoning": None, "tool_calls": []}
+                         "reasoning": None}
                 state["role_sent"] = True
                 state["logprob_context_token_ids"] = (state["logprob_context_token_ids"] + ids)[-CONTEXT_WINDOW:]
                 choices.append({"index": choice["index"], "delta": delta, "logprobs": resolved,
@@ -234,9 +234,11 @@ class Derenderer:
             state["tools_streamed"] = True
         state["last_tool_call_ids"] = known_ids
         include_reasoning = chat_request.get("include_reasoning", True) is not False
-        delta = {"role": None if state["role_sent"] else "assistant", "content": parsed.content or None,
-                 "reasoning": (parsed.reasoning or None) if include_reasoning else None,
-                 "tool_calls": tool_calls}
+        delta: dict[str, Any] = {"role": None if state["role_sent"] else "assistant",
+                                 "content": parsed.content or None,
+                                 "reasoning": (parsed.reasoning or None) if include_reasoning else None}
+        if tool_calls:  # vLLM leaves the key out when there are none
+            delta["tool_calls"] = tool_calls
         state["role_sent"] = True
         finish = choice.get("finish_reason")
         if finish is not None and state["tools_streamed"] and not isinstance(chat_request.get("tool_choice"), dict):

@@ -34,7 +34,7 @@ def _repair(model: ModelFiles, token_id: int, context: list[int]) -> str:
         if full.startswith(prefix):
             return full[len(prefix):]
         common = 0
-        for a, b in zip(prefix, full):
+        for a, b in zip(prefix, full, strict=False):
             if a != b:
                 break
             common += 1

@@ -26,7 +26,7 @@ _OMITTED_AT_DEFAULT: dict[str, Any] = {
     "spaces_between_special_tokens": True, "include_stop_str_in_output": False, "stream_interval": None,
     "logit_bias": None, "allowed_token_ids": None, "extra_args": None, "thinking_token_budget": None,
     "routed_experts_prompt_start": 0, "repetition_detection": None, "watermarking": None,
-    "structured_outputs": None,
+    "structured_outputs": None, "output_text_buffer_length": 0,
 }
 _COPIED = ("n", "seed", "ignore_eos", "min_tokens", "skip_special_tokens", "spaces_between_special_tokens",
            "include_stop_str_in_output", "stream_interval", "thinking_token_budget", "allowed_token_ids",
@@ -157,6 +157,9 @@ class Renderer:
                 extra[name] = body[name]
         if extra:
             params["extra_args"] = extra
+        if params["stop"] and not params.get("include_stop_str_in_output"):
+            # held back so a stop string can still be cut from streamed text (SamplingParams' rule)
+            params["output_text_buffer_length"] = max(len(s) for s in params["stop"]) - 1
         params["bad_words"] = list(body.get("bad_words") or [])
         params["skip_reading_prefix_cache"] = params.get("prompt_logprobs") is not None
         if 0 < params["temperature"] < _MAX_TEMP_FLOOR:
@@ -203,7 +206,8 @@ class Renderer:
             ids = self._check_length(ids, body.get("truncate_prompt_tokens"))
             params = self.sampling_params(body, len(ids), chat=False)
             rid = base if len(prompts) == 1 else f"{base}-{i}"
-            out.append(self._generate_request(body, rid, ids, params, {}))
+            out.append(self._generate_request(body, rid, ids, params,
+                                              {"reasoning_ended": None, "reasoning_parser_kwargs": None}))
         return out
 
 

@@ -1,0 +1,66 @@
+"""Builders for the request bodies the tests send, so each test states only what it varies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather for a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+USER_HELLO = [{"role": "user", "content": "Hello, who are you?"}]
+# Switches thinking off for templates that support it, so derendered text lands in `content` on servers
+# with a reasoning parser; templates and servers without the switch ignore it.
+PLAIN = {"enable_thinking": False}
+
+
+def chat_request(model: str, messages: list[dict] | None = None, **fields: Any) -> dict[str, Any]:
+    return {"model": model, "messages": messages or USER_HELLO, **fields}
+
+
+def plain_chat_request(model: str, **fields: Any) -> dict[str, Any]:
+    """A chat request whose derendered output is plain content (no reasoning split)."""
+    return chat_request(model, chat_template_kwargs=PLAIN, **fields)
+
+
+def choice(token_ids: list[int], index: int = 0, finish_reason: str | None = "stop", **extra: Any) -> dict[str, Any]:
+    return {"index": index, "token_ids": token_ids, "finish_reason": finish_reason, **extra}
+
+
+def generate_response(*choices: dict[str, Any], request_id: str = "tokenspec-req", **extra: Any) -> dict[str, Any]:
+    return {"request_id": request_id, "choices": list(choices), **extra}
+
+
+def chat_derender(
+    model: str,
+    response: dict[str, Any],
+    *,
+    chat_request: dict[str, Any] | None = None,
+    prompt_tokens: int | None = 7,
+    **extra: Any,
+) -> dict[str, Any]:
+    body = {"model": model, "generate_response": response, "chat_request": chat_request or plain_chat_request(model)}
+    if prompt_tokens is not None:
+        body["prompt_tokens"] = prompt_tokens
+    return {**body, **extra}
+
+
+def completions_derender(
+    model: str, responses: list[dict[str, Any]], *, prompt: str | list = "Hello", **extra: Any
+) -> dict[str, Any]:
+    return {
+        "model": model,
+        "generate_responses": responses,
+        "prompt_tokens": [3] * len(responses),
+        "completion_request": {"model": model, "prompt": prompt},
+        **extra,
+    }
+
+
+def visible_text(message: dict[str, Any]) -> str:
+    """reasoning + content: where plain decoded text ends up whichever parser a server runs."""
+    return (message.get("reasoning") or message.get("reasoning_content") or "") + (message.get("content") or "")

@@ -1,0 +1,222 @@
+"""Derender: generated token IDs become OpenAI chat and completions responses (DERENDER-*)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tokenspec.suite import strategies
+from tokenspec.suite.builders import (
+    TOOL,
+    chat_derender,
+    chat_request,
+    choice,
+    completions_derender,
+    generate_response,
+    visible_text,
+)
+
+CHAT = "/v1/chat/completions/derender"
+COMPLETIONS = "/v1/completions/derender"
+
+
+@pytest.mark.req("DERENDER-002", "SCHEMA-006")
+def test_chat_derender_answers_a_chat_completion(api, target, codec) -> None:
+    ids = codec.encode("Hello there")
+    out = api.post_ok(CHAT, chat_derender(target.model, generate_response(choice(ids), request_id="abc-123")))
+    assert out["id"] == "abc-123"
+    assert out["object"] == "chat.completion"
+    assert out["choices"][0]["message"]["role"] == "assistant"
+
+
+@pytest.mark.req("DERENDER-003", "DERENDER-004", "DERENDER-005", "SCHEMA-007")
+@given(data=st.data())
+def test_usage_arithmetic(api, target, codec, data) -> None:
+    vocab = min(codec.vocab_size, 1000)
+    lengths = data.draw(st.lists(st.integers(1, 12), min_size=1, max_size=3))
+    choices = [choice(data.draw(strategies.token_ids(vocab, n, n)), index=i) for i, n in enumerate(lengths)]
+    prompt_tokens = data.draw(st.one_of(st.none(), st.integers(0, 500)))
+    body = chat_derender(target.model, generate_response(*choices), prompt_tokens=prompt_tokens)
+    usage = api.post_ok(CHAT, body)["usage"]
+    assert usage["completion_tokens"] == sum(lengths)
+    assert usage["prompt_tokens"] == (prompt_tokens or 0)
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+
+
+@pytest.mark.req("DERENDER-003", "DERENDER-005", "DERENDER-017")
+def test_completions_usage_and_reindexing(api, target, codec) -> None:
+    a, b, c = codec.encode("one"), codec.encode("two two"), codec.encode("three")
+    responses = [generate_response(choice(a), choice(b, index=1)), generate_response(choice(c))]
+    out = api.post_ok(COMPLETIONS, completions_derender(target.model, responses, prompt=["p1", "p2"]))
+    assert [ch["index"] for ch in out["choices"]] == [0, 1, 2]
+    assert [ch["text"] for ch in out["choices"]] == ["one", "two two", "three"]
+    assert out["usage"]["completion_tokens"] == len(a) + len(b) + len(c)
+    assert out["usage"]["prompt_tokens"] == 6
+    assert out["usage"]["total_tokens"] == out["usage"]["prompt_tokens"] + out["usage"]["completion_tokens"]
+
+
+@pytest.mark.req("DERENDER-006")
+@pytest.mark.parametrize(
+    "finish_reason,stop_reason",
+    [("stop", None), ("length", None), ("abort", None), ("stop", 5), ("stop", "END")],
+    ids=["eos", "length", "abort", "stop-token", "stop-string"],
+)
+def test_finish_and_stop_reason_pass_through(api, target, codec, finish_reason, stop_reason) -> None:
+    ch = choice(codec.encode("fine"), finish_reason=finish_reason, stop_reason=stop_reason)
+    out = api.post_ok(CHAT, chat_derender(target.model, generate_response(ch)))["choices"][0]
+    assert out["finish_reason"] == finish_reason
+    assert out.get("stop_reason") == stop_reason
+
+
+@pytest.mark.req("DERENDER-007")
+@given(text=strategies.text)
+def test_no_replacement_character_for_valid_utf8(api, target, codec, text) -> None:
+    ids = codec.encode(text)
+    assert codec.decode(ids) == text, "precondition: the tokenizer round-trips this text"
+    out = api.post_ok(CHAT, chat_derender(target.model, generate_response(choice(ids))))
+    message = out["choices"][0]["message"]
+    assert "\ufffd" not in visible_text(message)
+    assert visible_text(message) == text
+
+
+@pytest.mark.req("DERENDER-007")
+@given(text=strategies.text)
+def test_completions_text_equals_the_decoded_ids(api, target, codec, text) -> None:
+    ids = codec.encode(text)
+    out = api.post_ok(COMPLETIONS, completions_derender(target.model, [generate_response(choice(ids))]))
+    assert out["choices"][0]["text"] == text
+
+
+@pytest.mark.req("DERENDER-008", "ERROR-012")
+def test_token_ids_longer_than_context_rejected(api, target, max_model_len) -> None:
+    body = chat_derender(target.model, generate_response(choice([5] * (max_model_len + 1))))
+    resp = api.post(CHAT, body)
+    assert resp.status_code == 400, resp.text[:300]
+    assert str(max_model_len) in resp.json()["error"]["message"], "the message should state the limit"
+
+
+@pytest.mark.req("DERENDER-009")
+def test_prompt_token_ids_longer_than_context_rejected(api, target, codec, max_model_len) -> None:
+    body = chat_derender(target.model, generate_response(choice(codec.encode("x"))))
+    body["prompt_token_ids"] = [5] * (max_model_len + 1)
+    resp = api.post(CHAT, body)
+    assert resp.status_code == 400, resp.text[:300]
+
+
+@pytest.mark.req("DERENDER-010")
+def test_too_many_top_logprobs_rejected(api, target, codec) -> None:
+    ids = codec.encode("x")[:1]
+    top = [{"token_id": i, "logprob": -1.0, "rank": i + 1} for i in range(1000)]
+    logprobs = {"content": [{"token_id": ids[0], "logprob": -1.0, "rank": 1, "top_logprobs": top}]}
+    body = chat_derender(target.model, generate_response(choice(ids, logprobs=logprobs)))
+    resp = api.post(CHAT, body)
+    assert resp.status_code == 400, resp.text[:300]
+
+
+@pytest.mark.req("DERENDER-011")
+def test_too_many_choices_rejected(api, target) -> None:
+    choices = [choice([5], index=i) for i in range(20_000)]
+    resp = api.post(CHAT, chat_derender(target.model, generate_response(*choices)))
+    assert resp.status_code in (400, 413), resp.text[:300]
+
+
+@pytest.mark.req("DERENDER-012")
+@pytest.mark.parametrize("token_ids", [[], None], ids=["empty", "null"])
+def test_empty_choice_rejected(api, target, token_ids) -> None:
+    resp = api.post(CHAT, chat_derender(target.model, generate_response(choice(token_ids))))
+    assert resp.status_code == 400, resp.text[:300]
+
+
+@pytest.mark.req("DERENDER-013")
+@pytest.mark.parametrize("where", ["token_ids", "prompt_token_ids"])
+def test_negative_ids_rejected(api, target, where) -> None:
+    body = chat_derender(target.model, generate_response(choice([5, -3, 7] if where == "token_ids" else [5])))
+    if where == "prompt_token_ids":
+        body["prompt_token_ids"] = [1, -1]
+    resp = api.post(CHAT, body)
+    assert resp.status_code == 400, resp.text[:300]
+
+
+@pytest.mark.req("DERENDER-014")
+def test_duplicate_choice_indexes_rejected(api, target, codec) -> None:
+    ids = codec.encode("x")
+    resp = api.post(CHAT, chat_derender(target.model, generate_response(choice(ids), choice(ids))))
+    assert resp.status_code == 400, f"two choices with index 0 were accepted: {resp.text[:300]}"
+
+
+@pytest.mark.req("DERENDER-015")
+def test_empty_generate_responses_rejected(api, target) -> None:
+    resp = api.post(COMPLETIONS, completions_derender(target.model, []))
+    assert resp.status_code == 400, resp.text[:300]
+
+
+@pytest.mark.req("DERENDER-016")
+@pytest.mark.parametrize("field", ["prompt_tokens", "prompt_token_ids"])
+def test_completions_length_mismatch_rejected(api, target, codec, field) -> None:
+    body = completions_derender(target.model, [generate_response(choice(codec.encode("x")))])
+    body[field] = [3, 4] if field == "prompt_tokens" else [[1], [2]]
+    resp = api.post(COMPLETIONS, body)
+    assert resp.status_code == 400, resp.text[:300]
+
+
+@pytest.mark.req("DERENDER-018")
+def test_tokens_logprobs_become_chat_logprobs(api, target, codec) -> None:
+    ids = codec.encode("Hello 😀")
+    entries = [
+        {"token_id": t, "logprob": -0.5, "rank": 1, "top_logprobs": [{"token_id": t, "logprob": -0.5, "rank": 1}]}
+        for t in ids
+    ]
+    body = chat_derender(target.model, generate_response(choice(ids, logprobs={"content": entries})))
+    content = api.post_ok(CHAT, body)["choices"][0]["logprobs"]["content"]
+    assert len(content) == len(ids)
+    assert all(e["logprob"] == -0.5 and isinstance(e["token"], str) for e in content)
+    assert "".join(e["token"] for e in content) == "Hello 😀", "decoded token strings must spell the text"
+
+
+@pytest.mark.req("DERENDER-019")
+def test_text_output_mode_response_rejected(api, target, codec) -> None:
+    response = generate_response(choice(codec.encode("x")), output_mode="text")
+    resp = api.post(CHAT, chat_derender(target.model, response))
+    assert resp.status_code == 400, resp.text[:300]
+
+
+@pytest.mark.req("DERENDER-020")
+@pytest.mark.parametrize("flag", [True, False])
+def test_token_ids_echoed_only_on_request(api, target, codec, flag) -> None:
+    ids = codec.encode("Hi")
+    request = chat_request(target.model, return_token_ids=flag, chat_template_kwargs={"enable_thinking": False})
+    out = api.post_ok(CHAT, chat_derender(target.model, generate_response(choice(ids)), chat_request=request))
+    echoed = out["choices"][0].get("token_ids")
+    assert echoed == (ids if flag else None)
+
+
+@pytest.mark.req("DERENDER-001")
+def test_reasoning_split(api, target, codec, capabilities) -> None:
+    if not capabilities.has("reasoning"):
+        pytest.skip("unsupported: target does not offer reasoning")
+    ids = codec.encode("<think>Let me think.</think>The answer is 4.")
+    request = chat_request(target.model)
+    message = api.post_ok(CHAT, chat_derender(target.model, generate_response(choice(ids)), chat_request=request))[
+        "choices"
+    ][0]["message"]
+    assert (message.get("reasoning") or message.get("reasoning_content") or "").strip() == "Let me think."
+    assert (message.get("content") or "").strip() == "The answer is 4."
+
+
+@pytest.mark.req("DERENDER-001", "DERENDER-006")
+def test_tool_call_split(api, target, codec, capabilities) -> None:
+    if not capabilities.has("tools"):
+        pytest.skip("unsupported: target does not offer tools")
+    call = {"name": "get_weather", "arguments": {"city": "Paris"}}
+    ids = codec.encode(f"<tool_call>\n{json.dumps(call)}\n</tool_call>")
+    request = chat_request(target.model, tools=[TOOL], chat_template_kwargs={"enable_thinking": False})
+    out = api.post_ok(CHAT, chat_derender(target.model, generate_response(choice(ids)), chat_request=request))
+    ch = out["choices"][0]
+    calls = ch["message"].get("tool_calls") or []
+    assert len(calls) == 1, f"expected one tool call, got {ch['message']}"
+    assert calls[0]["function"]["name"] == "get_weather"
+    assert json.loads(calls[0]["function"]["arguments"]) == {"city": "Paris"}
+    assert ch["finish_reason"] == "tool_calls"

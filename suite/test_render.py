@@ -1,0 +1,236 @@
+"""Render: chat and completions requests become GenerateRequests (RENDER-*, SCHEMA-004)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tokenspec.specs.openapi import component_validator
+from tokenspec.suite import strategies
+from tokenspec.suite.builders import TOOL, chat_request
+
+CHAT = "/v1/chat/completions/render"
+COMPLETIONS = "/v1/completions/render"
+
+
+@pytest.mark.req("RENDER-001", "SCHEMA-004")
+def test_chat_render_is_a_valid_generate_request(api, target) -> None:
+    out = api.post_ok(CHAT, chat_request(target.model))
+    assert out["token_ids"] and all(isinstance(t, int) and t >= 0 for t in out["token_ids"])
+    errors = [e.message for e in component_validator("GenerateRequest").iter_errors(out)]
+    assert not errors, f"render output is not a valid generate request body: {errors[:3]}"
+
+
+@pytest.mark.req("RENDER-002", "SCHEMA-004")
+def test_completions_render_gives_one_generate_request_per_prompt(api, target, codec) -> None:
+    prompts = ["Once upon a time", "東京 😀", "x"]
+    out = api.post_ok(COMPLETIONS, {"model": target.model, "prompt": prompts, "max_tokens": 4})
+    assert isinstance(out, list) and len(out) == len(prompts), f"expected {len(prompts)} requests, got {out!r:.300}"
+    for prompt, request in zip(prompts, out, strict=True):
+        assert request["token_ids"][-len(codec.encode(prompt)) :] == codec.encode(prompt), "prompt order changed"
+        assert not list(component_validator("GenerateRequest").iter_errors(request))
+
+
+@pytest.mark.req("RENDER-003")
+@given(body=strategies.conversations())
+def test_chat_render_is_deterministic(api, target, capabilities, body) -> None:
+    if "tools" in body and not capabilities.has("tools"):
+        body.pop("tools")
+    request = {"model": target.model, **body}
+    first, second = api.post_ok(CHAT, request), api.post_ok(CHAT, request)
+    assert first["token_ids"] == second["token_ids"]
+    assert first["sampling_params"] == second["sampling_params"]
+
+
+@pytest.mark.req("RENDER-004")
+@given(data=st.data())
+def test_token_id_prompts_pass_through_unchanged(api, target, codec, data) -> None:
+    vocab = min(codec.vocab_size, 1000)
+    shape = data.draw(st.sampled_from(["ids", "list-of-ids"]))
+    if shape == "ids":
+        prompt = data.draw(strategies.token_ids(vocab))
+        expected = [prompt]
+    else:
+        prompt = data.draw(st.lists(strategies.token_ids(vocab), min_size=1, max_size=3))
+        expected = prompt
+    out = api.post_ok(COMPLETIONS, {"model": target.model, "prompt": prompt, "max_tokens": 2})
+    assert [r["token_ids"] for r in out] == expected
+
+
+@pytest.mark.req("RENDER-005", "UTIL-002")
+@given(body=strategies.conversations(with_tools=False))
+def test_chat_render_equals_tokenize_of_the_same_messages(api, target, body) -> None:
+    rendered = api.post_ok(CHAT, {"model": target.model, **body})
+    tokenized = api.post_ok("/tokenize", {"model": target.model, **body, "add_generation_prompt": True})
+    assert rendered["token_ids"] == tokenized["tokens"]
+
+
+@pytest.mark.req("RENDER-005")
+@given(body=strategies.conversations())
+def test_render_detokenizes_to_the_text_the_chat_template_defines(api, target, codec, capabilities, body) -> None:
+    """Independent of the server's own /tokenize: the model folder's template, rendered here, is the oracle."""
+    from tokenspec.chat_template import ChatTemplate
+
+    assert target.tokenizer_dir is not None, "needs --tokenizer DIR (the model folder) to render the template"
+    if "tools" in body and not capabilities.has("tools"):
+        body.pop("tools")
+    expected = ChatTemplate.from_model_dir(target.tokenizer_dir).render(
+        body["messages"], tools=body.get("tools"), add_generation_prompt=True
+    )
+    rendered = api.post_ok(CHAT, {"model": target.model, **body})
+    assert codec.decode(rendered["token_ids"]) == expected
+
+
+# (request field, sampling_params field, value equal to the usual engine default, a non-default value)
+SAMPLING_FIELDS = [
+    ("RENDER-006", "temperature", "temperature", 1.0, 0.7),
+    ("RENDER-006", "top_p", "top_p", 1.0, 0.9),
+    ("RENDER-006", "top_k", "top_k", 0, 7),
+    ("RENDER-006", "min_p", "min_p", 0.0, 0.05),
+    ("RENDER-007", "presence_penalty", "presence_penalty", 0.0, 0.5),
+    ("RENDER-007", "frequency_penalty", "frequency_penalty", 0.0, -0.5),
+    ("RENDER-007", "repetition_penalty", "repetition_penalty", 1.0, 1.2),
+    ("RENDER-008", "n", "n", 1, 3),
+    ("RENDER-008", "seed", "seed", 0, 1234),
+    ("RENDER-008", "stop", "stop", [], ["END", "\n\n"]),
+    ("RENDER-008", "stop_token_ids", "stop_token_ids", [], [5, 9]),
+    ("RENDER-008", "ignore_eos", "ignore_eos", False, True),
+    ("RENDER-008", "min_tokens", "min_tokens", 0, 2),
+    ("RENDER-009", "skip_special_tokens", "skip_special_tokens", True, False),
+    ("RENDER-009", "spaces_between_special_tokens", "spaces_between_special_tokens", True, False),
+    ("RENDER-009", "include_stop_str_in_output", "include_stop_str_in_output", False, True),
+    ("RENDER-009", "bad_words", "bad_words", [], ["zebra"]),
+    ("RENDER-009", "allowed_token_ids", "allowed_token_ids", None, [1, 2, 3]),
+]
+
+
+def _same(expected: object, actual: object) -> bool:
+    if isinstance(expected, float) and isinstance(actual, int | float):
+        return math.isclose(expected, actual, rel_tol=1e-6, abs_tol=1e-9)
+    return expected == actual
+
+
+def _sampling_cases() -> list:
+    cases = []
+    for req, field, sp_field, default, other in SAMPLING_FIELDS:
+        for kind, value in (("default", default), ("non-default", other)):
+            if value is None:
+                continue
+            cases.append(pytest.param(field, sp_field, value, id=f"{field}-{kind}", marks=pytest.mark.req(req)))
+    return cases
+
+
+@pytest.mark.parametrize(("field", "sp_field", "value"), _sampling_cases())
+def test_sampling_parameter_survives_chat_render(api, target, field, sp_field, value) -> None:
+    """Frontend and engine may run different versions with different defaults: a value the client set, even
+    one equal to today's default, must reach the engine explicitly."""
+    out = api.post_ok(CHAT, chat_request(target.model, **{field: value}))
+    params = out["sampling_params"]
+    assert sp_field in params, f"{field}={value!r} was set but sampling_params has no {sp_field}: {params}"
+    if field == "stop_token_ids":
+        assert set(value) <= set(params[sp_field]), f"{value} not all in {params[sp_field]}"
+    else:
+        assert _same(value, params[sp_field]), f"{field}: sent {value!r}, sampling_params has {params[sp_field]!r}"
+
+
+@pytest.mark.req("RENDER-008")
+@pytest.mark.parametrize("field,value", [("stop", ["END"]), ("seed", 99), ("max_tokens", 5), ("n", 2)])
+def test_sampling_parameter_survives_completions_render(api, target, capabilities, field, value) -> None:
+    if not capabilities.has("completions-render"):
+        pytest.skip("unsupported: target does not offer completions-render")
+    out = api.post_ok(COMPLETIONS, {"model": target.model, "prompt": "Hello", field: value})
+    assert out[0]["sampling_params"].get(field) == value
+
+
+@pytest.mark.req("RENDER-010")
+def test_top_logprobs_become_sampling_logprobs(api, target) -> None:
+    out = api.post_ok(CHAT, chat_request(target.model, logprobs=True, top_logprobs=3))
+    assert out["sampling_params"].get("logprobs") == 3
+
+
+@pytest.mark.req("RENDER-011")
+@pytest.mark.parametrize(
+    "fields,expected",
+    [({"max_tokens": 9}, 9), ({"max_completion_tokens": 7}, 7), ({"max_completion_tokens": 7, "max_tokens": 9}, 7)],
+    ids=["max_tokens", "max_completion_tokens", "max_completion_tokens-wins"],
+)
+def test_max_tokens_rule(api, target, fields, expected) -> None:
+    out = api.post_ok(CHAT, chat_request(target.model, **fields))
+    assert out["sampling_params"]["max_tokens"] == expected
+
+
+@pytest.mark.req("RENDER-012")
+def test_default_max_tokens_fits_the_context(api, target, max_model_len) -> None:
+    out = api.post_ok(CHAT, chat_request(target.model))
+    room = max_model_len - len(out["token_ids"])
+    max_tokens = out["sampling_params"].get("max_tokens")
+    assert max_tokens is not None and 1 <= max_tokens <= room, f"max_tokens {max_tokens}, room {room}"
+
+
+@pytest.mark.req("RENDER-013")
+def test_completions_max_tokens_defaults_to_16(api, target) -> None:
+    out = api.post_ok(COMPLETIONS, {"model": target.model, "prompt": "Hello"})
+    assert out[0]["sampling_params"]["max_tokens"] == 16
+
+
+@pytest.mark.req("RENDER-014")
+def test_logit_bias_keys_become_ints_and_values_are_clamped(api, target) -> None:
+    out = api.post_ok(CHAT, chat_request(target.model, logit_bias={"5": 150, "9": -3.5, "11": -300}))
+    bias = {int(k): v for k, v in (out["sampling_params"].get("logit_bias") or {}).items()}
+    assert bias == {5: 100, 9: -3.5, 11: -100}
+
+
+@pytest.mark.req("RENDER-015", "ERROR-001")
+def test_prompt_longer_than_context_is_rejected(api, target, max_model_len) -> None:
+    resp = api.post(CHAT, chat_request(target.model, messages=[{"role": "user", "content": "a b " * max_model_len}]))
+    assert resp.status_code == 400, resp.text[:300]
+
+
+@pytest.mark.req("RENDER-016", "ERROR-001")
+@pytest.mark.parametrize("prompt", [[], [[]]], ids=["empty-list", "empty-inner-list"])
+def test_empty_completions_prompt_is_rejected(api, target, prompt) -> None:
+    resp = api.post(COMPLETIONS, {"model": target.model, "prompt": prompt})
+    assert resp.status_code == 400, resp.text[:300]
+
+
+@pytest.mark.req("RENDER-017", "ERROR-001")
+def test_negative_token_id_prompt_is_rejected(api, target) -> None:
+    resp = api.post(COMPLETIONS, {"model": target.model, "prompt": [5, -1, 7]})
+    assert resp.status_code == 400, resp.text[:300]
+
+
+@pytest.mark.req("RENDER-018", "ERROR-001")
+def test_beam_search_is_rejected(api, target) -> None:
+    resp = api.post(CHAT, chat_request(target.model, use_beam_search=True, n=2))
+    assert resp.status_code == 400, resp.text[:300]
+
+
+@pytest.mark.req("RENDER-019", "ERROR-001")
+def test_greedy_with_several_choices_is_rejected(api, target) -> None:
+    resp = api.post(CHAT, chat_request(target.model, temperature=0, n=2))
+    assert resp.status_code == 400, resp.text[:300]
+
+
+@pytest.mark.req("RENDER-020")
+def test_request_level_fields_are_copied(api, target) -> None:
+    out = api.post_ok(CHAT, chat_request(target.model, cache_salt="salt-1", priority=0, stream=False))
+    assert out.get("cache_salt") == "salt-1"
+    assert out.get("stream") in (False, None)
+
+
+@pytest.mark.req("RENDER-021")
+def test_output_mode_is_tokens(api, target) -> None:
+    out = api.post_ok(CHAT, chat_request(target.model))
+    assert out.get("output_mode", "tokens") == "tokens"
+
+
+@pytest.mark.req("RENDER-001")
+def test_tools_render(api, target, capabilities) -> None:
+    if not capabilities.has("tools"):
+        pytest.skip("unsupported: target does not offer tools")
+    plain = api.post_ok(CHAT, chat_request(target.model))
+    with_tools = api.post_ok(CHAT, chat_request(target.model, tools=[TOOL]))
+    assert len(with_tools["token_ids"]) > len(plain["token_ids"]), "the tool list must reach the prompt"
