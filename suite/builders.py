@@ -64,3 +64,8 @@ def completions_derender(
 def visible_text(message: dict[str, Any]) -> str:
     """reasoning + content: where plain decoded text ends up whichever parser a server runs."""
     return (message.get("reasoning") or message.get("reasoning_content") or "") + (message.get("content") or "")
+
+
+def generate_request(token_ids: list[int], *, top: dict[str, Any] | None = None, **sampling: Any) -> dict[str, Any]:
+    """A GenerateRequest body: prompt ids, the sampling parameters given, and optional top-level fields."""
+    return {"token_ids": token_ids, "sampling_params": sampling, **(top or {})}

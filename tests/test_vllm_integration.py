@@ -54,18 +54,9 @@ def test_engine_health_and_greedy_generate(vllm_engine, model_dir) -> None:
 
 @pytest.mark.parametrize("kwargs", [{}, {"enable_thinking": False}], ids=["default", "no-thinking"])
 def test_render_server_matches_local_tokenizer_and_template(vllm_render, model_dir, kwargs) -> None:
-    from tokenspec.harness.frontend.chat_template import render_chat
+    from tokenspec.chat_template import ChatTemplate
 
-    config = json.loads((model_dir / "tokenizer_config.json").read_text())
-    text = render_chat(
-        config["chat_template"],
-        CONVERSATION,
-        tools=TOOLS,
-        add_generation_prompt=True,
-        continue_final_message=False,
-        special_tokens={"eos_token": config["eos_token"], "bos_token": ""},
-        template_kwargs=kwargs,
-    )
+    text = ChatTemplate.from_model_dir(model_dir).render(CONVERSATION, tools=TOOLS, **kwargs)
     local = Tokenizer.from_file(str(model_dir / "tokenizer.json")).encode(text, add_special_tokens=False).ids
     body = {"model": DEFAULT_MODEL_NAME, "messages": CONVERSATION, "tools": TOOLS, "chat_template_kwargs": kwargs}
     resp = httpx.post(f"{vllm_render.url}/v1/chat/completions/render", json=body, timeout=30)

@@ -20,8 +20,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from tokenspec.chat_template import ChatTemplateError, render_chat
 from tokenspec.harness.frontend import validation as schemas
-from tokenspec.harness.frontend.chat_template import render_chat
 from tokenspec.harness.frontend.config import FrontendConfig
 from tokenspec.harness.frontend.derender import Derenderer
 from tokenspec.harness.frontend.errors import ApiError, bad_request, not_found_model, payload_too_large
@@ -80,6 +80,8 @@ class Frontend:
                 return JSONResponse(handler(body, request))
             except ApiError as err:
                 return err.response()
+            except ChatTemplateError as exc:
+                return bad_request(str(exc)).response()
             except Exception as exc:  # noqa: BLE001 - the catch-all that keeps tracebacks from clients
                 log.exception("request failed")
                 return bad_request(f"the request could not be processed: {type(exc).__name__}").response()

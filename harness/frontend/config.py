@@ -22,6 +22,8 @@ class FrontendConfig:
     max_logprobs: int = 20
     max_n: int = 16384
     max_body_bytes: int = 8 * 1024 * 1024
+    engine_url: str | None = None  # where the /v1/* gateway sends generate requests
+    engine_timeout: float = 120.0
 
     @property
     def model_name(self) -> str:

@@ -19,6 +19,12 @@ def check_generate_responses(config: FrontendConfig, responses: list[dict[str, A
         if len(choices) > max_n:
             raise bad_request(f"choices count ({len(choices)}) in response '{rid}' exceeds server "
                               f"maximum ({max_n}).")
+        indexes = [choice["index"] for choice in choices]
+        if len(set(indexes)) != len(indexes):
+            # vLLM accepts these and returns two choices with one index; the spec forbids it (DERENDER-014).
+            duplicate = next(i for i in indexes if indexes.count(i) > 1)
+            raise bad_request(f"choice index {duplicate} appears more than once in response '{rid}'.",
+                              param="generate_response.choices")
         for choice in choices:
             index = choice["index"]
             ids = choice.get("token_ids") or []

@@ -1,8 +1,11 @@
 """Render: an OpenAI chat or completions request -> the GenerateRequest(s) an engine would run.
 
-The sampling_params mapping follows vLLM 0.32 (facts doc section 5). Its serialisation matches vLLM's
-observable output: float fields are always written; int, bool and null fields only when they differ from
-SamplingParams' defaults (vLLM omits ``n: 1`` or ``max_tokens: 16`` even when the request set them).
+The sampling_params mapping follows vLLM 0.32 (facts doc section 5), with one deliberate difference that
+the spec requires (RENDER-006..009, RENDER-013): a field the request set explicitly is always written, even
+when it equals SamplingParams' default, and ``max_tokens`` is always written. vLLM omits ``n: 1``,
+``top_k: 0`` or ``max_tokens: 16``; an engine of another version or vendor, whose defaults differ, then
+runs a request the client did not send (an absent ``max_tokens`` even means "up to the context limit").
+Fields the request did not set are omitted at their defaults, as vLLM does, to keep bodies small.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from tokenspec.harness.frontend.chat_template import render_chat
+from tokenspec.chat_template import render_chat
 from tokenspec.harness.frontend.config import FrontendConfig
 from tokenspec.harness.frontend.errors import bad_request
 from tokenspec.harness.frontend.model_files import ModelFiles
@@ -165,8 +168,10 @@ class Renderer:
         if 0 < params["temperature"] < _MAX_TEMP_FLOOR:
             params["temperature"] = _MAX_TEMP_FLOOR
         check_sampling_ranges(params, self.config.max_n)
+        explicit = {k for k in params if body.get(k) is not None} | {"max_tokens"}
         return {k: v for k, v in params.items()
-                if k not in _OMITTED_AT_DEFAULT or v != _OMITTED_AT_DEFAULT[k] or isinstance(v, float)}
+                if k in explicit or k not in _OMITTED_AT_DEFAULT or v != _OMITTED_AT_DEFAULT[k]
+                or isinstance(v, float)}
 
     # -- requests ---------------------------------------------------------------------------------------
 

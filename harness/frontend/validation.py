@@ -89,7 +89,7 @@ COMPLETION_REQUEST = {
     },
 }
 _GEN_CHOICE = {"type": "object", "required": ["index"], "properties": {
-    "index": _INT, "token_ids": _opt({"type": "array", "items": _INT}),
+    "index": _INT, "token_ids": _opt(_IDS),
     "finish_reason": _opt(_STR), "stop_reason": _opt({"anyOf": [_INT, _STR]}),
     "logprobs": _opt({"type": "object"})}}
 _GEN_RESPONSE = {"type": "object", "required": ["choices"], "properties": {

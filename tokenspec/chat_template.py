@@ -1,5 +1,8 @@
 """Chat templates with Hugging Face semantics: the same Jinja environment, filters and variables.
 
+Shared by the reference frontend (which renders prompts with it) and the conformance suite (which uses it
+as an independent oracle for what a model folder's template defines), so it lives in the core package.
+
 Like transformers: a sandboxed immutable environment with trim_blocks/lstrip_blocks and loop controls,
 ``raise_exception``, a ``tojson`` that keeps non-ASCII text, ``strftime_now``; variables are ``messages``,
 ``tools``, ``add_generation_prompt``, the special tokens (``bos_token``, ``eos_token``, ...) and any
@@ -10,15 +13,19 @@ joined or kept depending on what the template expects; tool-call arguments decod
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import jinja2
 from jinja2 import nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from tokenspec.harness.frontend.errors import bad_request
+
+class ChatTemplateError(ValueError):
+    """The template failed on these messages (``raise_exception`` or a Jinja error): a client error."""
 
 
 def _raise_exception(message: str) -> None:
@@ -106,10 +113,50 @@ def render_chat(template: str, messages: list[dict[str, Any]], *, tools: list[di
     try:
         text = _compile(template).render(**variables)
     except jinja2.TemplateError as exc:
-        raise bad_request(str(exc)) from exc
+        raise ChatTemplateError(str(exc)) from exc
     if continue_final_message and messages:
         final = _normalise_content(messages[-1].get("content"), False)
         cut = text.rfind(final) if final else -1
         if cut != -1:
             text = text[: cut + len(final)]
     return text
+
+
+def _token_text(value: Any) -> str | None:
+    """A special token in tokenizer_config.json is a string or an AddedToken-like dict."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("content"), str):
+        return value["content"]
+    return None
+
+
+SPECIAL_TOKEN_NAMES = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token")
+
+
+@dataclass(frozen=True)
+class ChatTemplate:
+    """A model folder's chat template and the special tokens it may refer to."""
+
+    source: str
+    special_tokens: dict[str, str]
+
+    @classmethod
+    def from_model_dir(cls, model_dir: Path) -> ChatTemplate:
+        config_path = model_dir / "tokenizer_config.json"
+        config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
+        source = config.get("chat_template")
+        jinja_file = model_dir / "chat_template.jinja"
+        if jinja_file.is_file():
+            source = jinja_file.read_text(encoding="utf-8")
+        if not isinstance(source, str):
+            raise ChatTemplateError(f"{model_dir} defines no chat template")
+        special = {name: text for name in SPECIAL_TOKEN_NAMES if (text := _token_text(config.get(name)))}
+        return cls(source, special)
+
+    def render(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
+               add_generation_prompt: bool = True, continue_final_message: bool = False,
+               **template_kwargs: Any) -> str:
+        return render_chat(self.source, messages, tools=tools, add_generation_prompt=add_generation_prompt,
+                           continue_final_message=continue_final_message, special_tokens=self.special_tokens,
+                           template_kwargs=template_kwargs)
