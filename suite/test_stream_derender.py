@@ -1,0 +1,232 @@
+"""Streaming derender: one JSON POST per generate chunk, the client carrying stream_state (STREAM-007..016)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tokenspec.specs.openapi import component_validator
+from tokenspec.suite import strategies
+from tokenspec.suite.builders import (
+    chat_derender,
+    choice,
+    completions_derender,
+    generate_response,
+    plain_chat_request,
+    visible_text,
+)
+
+CHAT = "/v1/chat/completions/derender"
+COMPLETIONS = "/v1/completions/derender"
+PROMPT = [1, 2, 3]
+# Characters whose UTF-8 bytes the byte-level tokenizers split over several tokens.
+MULTI_TOKEN_CANDIDATES = ["😀", "🚀", "👍🏽", "🇫🇷", "✨", "東", "語", "é"]
+
+
+def gen_chunk(token_ids: list[int], finish_reason: str | None = None, index: int = 0) -> dict[str, Any]:
+    """One generate SSE event's payload with a single choice."""
+    ch = {"index": index, "token_ids": token_ids, "finish_reason": finish_reason, "stop_reason": None}
+    return {"request_id": "tokenspec-stream", "choices": [ch]}
+
+
+def stream_body(
+    model: str, path: str, chunk: dict, state: dict | None, prompt_token_ids: list[int] = PROMPT
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": model,
+        "stream": True,
+        "generate_chunk": chunk,
+        "stream_state": state,
+        "prompt_tokens": len(prompt_token_ids),
+        "prompt_token_ids": prompt_token_ids,
+    }
+    if path == CHAT:
+        body["chat_request"] = plain_chat_request(model)
+    else:
+        body["completion_request"] = {"model": model, "prompt": "Hello"}
+    return body
+
+
+def stream_derender(
+    api, model: str, path: str, chunks: list[dict], prompt_token_ids: list[int] = PROMPT
+) -> list[dict[str, Any]]:
+    """Derender a generate stream chunk by chunk, threading stream_state; the list of {chunk, stream_state}."""
+    state, answers = None, []
+    for chunk in chunks:
+        answer = api.post_ok(path, stream_body(model, path, chunk, state, prompt_token_ids))
+        assert set(answer) >= {"chunk", "stream_state"}, f"expected {{chunk, stream_state}}, got {sorted(answer)}"
+        state = answer["stream_state"]
+        answers.append(answer)
+    return answers
+
+
+def streamed_text(path: str, answers: list[dict]) -> list[str]:
+    """The text delta of each answer: visible chat delta text, or completions text."""
+    pieces = []
+    for answer in answers:
+        for ch in answer["chunk"]["choices"]:
+            pieces.append(visible_text(ch.get("delta") or {}) if path == CHAT else ch.get("text") or "")
+    return pieces
+
+
+def split(ids: list[int], cuts: list[int], separate_final: bool) -> list[dict]:
+    bounds = [0, *sorted(set(cuts)), len(ids)]
+    pieces = [ids[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+    chunks = [gen_chunk(p) for p in pieces]
+    if separate_final:
+        chunks.append(gen_chunk([], "stop"))
+    else:
+        chunks[-1]["choices"][0]["finish_reason"] = "stop"
+    return chunks
+
+
+@st.composite
+def split_text(draw: st.DrawFn, codec) -> tuple[str, list[int], list[dict]]:
+    text = draw(strategies.text)
+    ids = codec.encode(text)
+    cuts = draw(st.lists(st.integers(1, max(1, len(ids) - 1)), max_size=6)) if len(ids) > 1 else []
+    return text, ids, split(ids, cuts, draw(st.booleans()))
+
+
+@pytest.mark.req("STREAM-007", "STREAM-015", "SCHEMA-006")
+@pytest.mark.parametrize("path", [CHAT, COMPLETIONS], ids=["chat", "completions"])
+def test_answers_are_json_with_a_valid_stream_state(api, target, codec, path) -> None:
+    ids = codec.encode("Hello there, friend")
+    chunks = [gen_chunk(ids[:2]), gen_chunk(ids[2:]), gen_chunk([], "stop")]
+    state = None
+    validator = component_validator("DerenderStreamState")
+    for chunk in chunks:
+        resp = api.post(path, stream_body(target.model, path, chunk, state))
+        assert resp.status_code == 200, resp.text[:300]
+        assert resp.headers.get("content-type", "").startswith("application/json"), "expected plain JSON, not SSE"
+        answer = resp.json()
+        errors = [e.message for e in validator.iter_errors(answer["stream_state"])]
+        assert not errors, f"stream_state is not a DerenderStreamState: {errors[:3]}"
+        state = answer["stream_state"]
+
+
+@pytest.mark.req("STREAM-008")
+@given(data=st.data())
+def test_chat_deltas_concatenate_to_the_non_stream_content(api, target, codec, data) -> None:
+    _, ids, chunks = data.draw(split_text(codec))
+    whole = api.post_ok(CHAT, chat_derender(target.model, generate_response(choice(ids))))
+    streamed = "".join(streamed_text(CHAT, stream_derender(api, target.model, CHAT, chunks)))
+    assert streamed == visible_text(whole["choices"][0]["message"])
+
+
+@pytest.mark.req("STREAM-009")
+@given(data=st.data())
+def test_completions_deltas_concatenate_to_the_non_stream_text(api, target, codec, data) -> None:
+    _, ids, chunks = data.draw(split_text(codec))
+    whole = api.post_ok(COMPLETIONS, completions_derender(target.model, [generate_response(choice(ids))]))
+    streamed = "".join(streamed_text(COMPLETIONS, stream_derender(api, target.model, COMPLETIONS, chunks)))
+    assert streamed == whole["choices"][0]["text"]
+
+
+@pytest.mark.req("STREAM-010")
+def test_role_is_sent_once_on_the_first_chunk(api, target, codec) -> None:
+    ids = codec.encode("one two three four")
+    chunks = [gen_chunk([t]) for t in ids] + [gen_chunk([], "stop")]
+    answers = stream_derender(api, target.model, CHAT, chunks)
+    roles = [(ch.get("delta") or {}).get("role") for a in answers for ch in a["chunk"]["choices"]]
+    assert roles[0] == "assistant", f"the first chunk must carry role assistant, roles: {roles}"
+    assert [r for r in roles if r] == ["assistant"], f"role must be sent exactly once, roles: {roles}"
+
+
+@pytest.mark.req("STREAM-011")
+@pytest.mark.parametrize("path", [CHAT, COMPLETIONS], ids=["chat", "completions"])
+def test_chunk_with_two_choices_rejected(api, target, codec, path) -> None:
+    ids = codec.encode("hi")
+    chunk = gen_chunk(ids)
+    chunk["choices"].append({**chunk["choices"][0], "index": 1})
+    resp = api.post(path, stream_body(target.model, path, chunk, None))
+    assert resp.status_code == 400, resp.text[:300]
+
+
+@pytest.mark.req("STREAM-012")
+def test_delta_beyond_the_context_rejected(api, target, max_model_len) -> None:
+    resp = api.post(CHAT, stream_body(target.model, CHAT, gen_chunk([5] * (max_model_len + 1)), None))
+    assert resp.status_code == 400, resp.text[:300]
+
+
+@pytest.mark.req("STREAM-012")
+def test_accumulated_output_counts_towards_the_context(api, target, max_model_len) -> None:
+    prompt = [5] * (max_model_len - 4)
+    first = api.post_ok(CHAT, stream_body(target.model, CHAT, gen_chunk([5, 5, 5]), None, prompt))
+    resp = api.post(CHAT, stream_body(target.model, CHAT, gen_chunk([5, 5, 5]), first["stream_state"], prompt))
+    assert resp.status_code == 400, f"prompt + accumulated + delta exceed max_model_len: {resp.text[:300]}"
+
+
+TAMPERED = {
+    "prev-tokens-not-a-list": {"prev_tokens": 5},
+    "negative-offsets": {"prev_tokens": ["a"], "prefix_offset": -1, "read_offset": -3},
+    "offsets-past-prev-tokens": {"prev_tokens": ["a"], "prefix_offset": 9, "read_offset": 10},
+    "chunk-lens-disagree": {"output_token_ids": [1, 2], "output_chunk_lens": [5]},
+    "state-not-an-object": [1, 2, 3],
+}
+
+
+@pytest.mark.req("STREAM-013")
+@pytest.mark.parametrize("path", [CHAT, COMPLETIONS], ids=["chat", "completions"])
+@pytest.mark.parametrize("name", list(TAMPERED))
+def test_tampered_stream_state_rejected(api, target, codec, path, name) -> None:
+    resp = api.post(path, stream_body(target.model, path, gen_chunk(codec.encode("hi")), TAMPERED[name]))
+    assert resp.status_code == 400, f"tampered stream_state {TAMPERED[name]} answered {resp.status_code}"
+
+
+STATE_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 5000),
+    st.text(max_size=4),
+    st.lists(st.one_of(st.integers(-3, 2000), st.text(max_size=3)), max_size=5),
+)
+STATE_KEYS = st.sampled_from(
+    ["prev_tokens", "prefix_offset", "read_offset", "role_sent", "logprob_context_token_ids",
+     "logprob_text_offset", "output_token_ids", "output_chunk_lens", "tools_streamed", "last_tool_call_ids"]
+)
+
+
+@pytest.mark.req("STREAM-013", "ERROR-003")
+@given(state=st.dictionaries(STATE_KEYS, STATE_VALUES, min_size=1, max_size=5))
+@pytest.mark.parametrize("path", [CHAT, COMPLETIONS], ids=["chat", "completions"])
+def test_random_stream_state_never_a_server_error(api, target, path, state) -> None:
+    resp = api.post(path, stream_body(target.model, path, gen_chunk([70, 71]), state))
+    schema_errors = list(component_validator("DerenderStreamState").iter_errors(state))
+    allowed = (400,) if schema_errors else (200, 400)
+    assert resp.status_code in allowed, f"stream_state {state} answered {resp.status_code}: {resp.text[:200]}"
+
+
+@pytest.mark.req("STREAM-014")
+@pytest.mark.parametrize("path", [CHAT, COMPLETIONS], ids=["chat", "completions"])
+@pytest.mark.parametrize("finish_reason", ["stop", "length"])
+def test_final_empty_chunk_carries_finish_reason(api, target, codec, path, finish_reason) -> None:
+    chunks = [gen_chunk(codec.encode("done")), gen_chunk([], finish_reason)]
+    answers = stream_derender(api, target.model, path, chunks)
+    reasons = [ch["finish_reason"] for a in answers for ch in a["chunk"]["choices"]]
+    assert reasons and reasons[-1] == finish_reason, f"finish reasons per chunk: {reasons}"
+    assert all(r is None for r in reasons[:-1])
+
+
+@pytest.fixture
+def split_character(codec) -> str:
+    """A character whose encoding takes several tokens, the first of which is not a whole character."""
+    for candidate in MULTI_TOKEN_CANDIDATES:
+        ids = codec.encode(candidate)
+        if len(ids) > 1 and codec.decode(ids[:1]) != candidate:
+            return candidate
+    pytest.skip(f"the tokenizer encodes each of {MULTI_TOKEN_CANDIDATES} as one token; nothing to split")
+
+
+@pytest.mark.req("STREAM-016")
+@pytest.mark.parametrize("path", [CHAT, COMPLETIONS], ids=["chat", "completions"])
+def test_no_replacement_character_across_chunks(api, target, codec, split_character, path) -> None:
+    text = f"A{split_character}B{split_character}"
+    ids = codec.encode(text)
+    chunks = [gen_chunk([t]) for t in ids] + [gen_chunk([], "stop")]
+    pieces = streamed_text(path, stream_derender(api, target.model, path, chunks))
+    assert not any("\ufffd" in p for p in pieces), f"U+FFFD in deltas {pieces}"
+    assert "".join(pieces) == text

@@ -1,0 +1,87 @@
+"""Streaming generate: SSE events of token-ID deltas (STREAM-001..005).
+
+STREAM-006 (an error after the stream started) has no test: no client input reliably provokes an engine
+error once the first event is out.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+
+from tokenspec.suite.builders import chat_request, generate_request
+
+GENERATE = "/inference/v1/generate"
+FINISH_REASONS = {"stop", "length", "abort"}
+GREEDY = {"temperature": 0, "max_tokens": 12, "ignore_eos": True}
+SEEDED = {"temperature": 1.0, "seed": 5, "max_tokens": 12, "ignore_eos": True}
+
+
+@pytest.fixture
+def prompt(api, target) -> list[int]:
+    return api.post_ok("/v1/chat/completions/render", chat_request(target.model))["token_ids"]
+
+
+def _stream(engine, prompt: list[int], include_usage: bool = False, **params) -> list[dict]:
+    top = {"stream": True, "stream_options": {"include_usage": include_usage}}
+    return list(engine.stream_events(GENERATE, generate_request(prompt, top=top, **params)))
+
+
+def _by_index(events: list[dict]) -> dict[int, list[dict]]:
+    per: dict[int, list[dict]] = defaultdict(list)
+    for event in events:
+        for ch in event.get("choices") or []:
+            per[ch["index"]].append(ch)
+    return per
+
+
+@pytest.mark.req("STREAM-001", "STREAM-002", "SCHEMA-005")
+def test_stream_events_carry_one_choice_each(engine, prompt) -> None:
+    events = _stream(engine, prompt, **GREEDY)
+    assert events, "the stream held no event before [DONE]"
+    counts = [len(e.get("choices") or []) for e in events]
+    assert all(c == 1 for c in counts), f"choices per event: {counts}"
+
+
+@pytest.mark.req("STREAM-002")
+def test_several_choices_stream_one_per_event(engine, capabilities, prompt) -> None:
+    if not capabilities.has("multi-choice"):
+        pytest.skip("unsupported: target does not offer multi-choice")
+    events = _stream(engine, prompt, n=2, **SEEDED)
+    assert all(len(e.get("choices") or []) <= 1 for e in events), "an event carried more than one choice"
+    per = _by_index(events)
+    assert sorted(per) == [0, 1]
+    assert all(sum(len(c["token_ids"]) for c in chunks) == SEEDED["max_tokens"] for chunks in per.values())
+
+
+@pytest.mark.req("STREAM-003")
+@pytest.mark.parametrize("params", [GREEDY, SEEDED], ids=["greedy", "seeded"])
+def test_deltas_concatenate_to_the_non_stream_ids(engine, prompt, params) -> None:
+    whole = engine.post_ok(GENERATE, generate_request(prompt, **params))["choices"][0]["token_ids"]
+    per = _by_index(_stream(engine, prompt, **params))
+    assert list(per) == [0]
+    assert [t for ch in per[0] for t in ch["token_ids"]] == whole
+
+
+@pytest.mark.req("STREAM-004")
+@pytest.mark.parametrize("params", [GREEDY, {"temperature": 0, "max_tokens": 12}], ids=["length", "eos-allowed"])
+def test_finish_reason_only_on_the_last_event(engine, prompt, params) -> None:
+    per = _by_index(_stream(engine, prompt, **params))
+    for index, chunks in per.items():
+        reasons = [ch["finish_reason"] for ch in chunks]
+        assert all(r is None for r in reasons[:-1]), f"choice {index}: finish_reason before the end: {reasons}"
+        assert reasons[-1] in FINISH_REASONS, f"choice {index}: last finish_reason {reasons[-1]!r}"
+
+
+@pytest.mark.req("STREAM-005", "SCHEMA-007")
+def test_include_usage_sends_a_final_usage_event(engine, prompt) -> None:
+    events = _stream(engine, prompt, include_usage=True, **GREEDY)
+    last = events[-1]
+    assert last.get("choices") == [], f"the last event must have choices [], got {last.get('choices')!r:.200}"
+    usage = last.get("usage")
+    assert usage, "the final event must carry usage"
+    assert usage["prompt_tokens"] == len(prompt)
+    assert usage["completion_tokens"] == GREEDY["max_tokens"]
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    assert all(e.get("choices") for e in events[:-1]), "only the final event may have no choice"

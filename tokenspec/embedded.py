@@ -1,0 +1,37 @@
+"""The main job on the embedded default: tiny model -> reference server + vLLM -> suite -> report.
+
+This is what the README's first command runs. It needs no URL: it builds the tiny model, starts the
+bundled reference server (CPU frontend in front of a real vLLM engine), and runs the whole conformance
+suite against it, with the engine's standard coupled endpoints as the parity reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tokenspec.harness.reference import ReferenceServer, default_model
+from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME
+
+
+def run_embedded(args: argparse.Namespace) -> int:
+    from tokenspec.cli import build_parser
+    from tokenspec.runner import run_from_args
+
+    model_dir = default_model(Path(args.work) if args.work else None)
+    print(f"tiny model: {model_dir}", flush=True)
+    with ReferenceServer(model_dir, DEFAULT_MODEL_NAME) as server:
+        assert server.frontend is not None and server.engine is not None
+        print(f"reference server: frontend {server.frontend.url}, vLLM engine {server.engine.url}", flush=True)
+        run_args = build_parser().parse_args([
+            "run",
+            "--target", server.frontend.url,
+            "--engine", server.engine.url,
+            "--reference", server.engine.url,
+            "--tokenizer", str(model_dir),
+            "--model", DEFAULT_MODEL_NAME,
+            "--report", args.report,
+            "-n", str(args.workers),
+            "--max-examples", str(args.max_examples),
+        ])
+        return run_from_args(run_args)
