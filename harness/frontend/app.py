@@ -188,6 +188,14 @@ def create_app(config: FrontendConfig) -> Starlette:
         Route("/version", version, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
     ]
+    if config.engine_url:
+        from tokenspec.harness.frontend.gateway import Gateway
+
+        gateway = Gateway(fe, config.engine_url, config.engine_timeout, config.max_concurrency)
+        routes += [
+            Route("/v1/chat/completions", gateway.route("chat"), methods=["POST"]),
+            Route("/v1/completions", gateway.route("completions"), methods=["POST"]),
+        ]
     app = Starlette(routes=routes)
     app.state.frontend = fe
     return app

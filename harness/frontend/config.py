@@ -24,6 +24,7 @@ class FrontendConfig:
     max_body_bytes: int = 8 * 1024 * 1024
     engine_url: str | None = None  # where the /v1/* gateway sends generate requests
     engine_timeout: float = 120.0
+    max_concurrency: int | None = None  # gateway requests in flight before answering 503
 
     @property
     def model_name(self) -> str:

@@ -1,0 +1,236 @@
+"""The pipeline gateway: ``/v1/chat/completions`` and ``/v1/completions`` served as
+render -> engine ``/inference/v1/generate`` -> derender.
+
+Render and derender are the very functions behind the frontend's own endpoints, so the gateway cannot
+drift from them; only the engine hop is new. The engine hop is where a split deployment fails in new ways,
+so each failure has its own answer, always the OpenAI error object and never a hang:
+
+- the engine refuses the request (4xx): its status and error object are passed through;
+- the engine is unreachable or answers 5xx: 502; it does not answer within ``engine_timeout``: 504;
+- more requests in flight than ``max_concurrency``: 503 at once, rather than an unbounded queue.
+
+A failure after a stream has started keeps HTTP 200 and sends the error object as an SSE event before
+``[DONE]``, as vLLM's own streams do.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from tokenspec.harness.frontend import validation as schemas
+from tokenspec.harness.frontend.errors import ApiError
+from tokenspec.harness.frontend.render import request_id_suffix
+
+if TYPE_CHECKING:
+    from tokenspec.harness.frontend.app import Frontend
+
+GENERATE = "/inference/v1/generate"
+
+
+def _sse(payload: Any) -> bytes:
+    return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n".encode()
+
+
+def _engine_error(resp_status: int, body: bytes) -> ApiError:
+    if resp_status >= 500:
+        return ApiError(f"the engine failed ({resp_status})", status=502, err_type="BadGatewayError")
+    try:
+        error = json.loads(body)["error"]
+        return ApiError(str(error["message"]), status=resp_status, err_type=str(error.get("type", "BadRequestError")),
+                        param=error.get("param"))
+    except (ValueError, KeyError, TypeError):
+        return ApiError(f"the engine refused the request ({resp_status})", status=resp_status)
+
+
+class Gateway:
+    def __init__(self, frontend: Frontend, engine_url: str, timeout: float, max_concurrency: int | None) -> None:
+        self.fe = frontend
+        self.client = httpx.AsyncClient(base_url=engine_url, timeout=httpx.Timeout(timeout, connect=5.0))
+        self.max_concurrency = max_concurrency
+        self.in_flight = 0
+
+    # -- the engine hop ---------------------------------------------------------------------------------
+
+    async def _generate(self, request: dict[str, Any]) -> dict[str, Any]:
+        try:
+            resp = await self.client.post(GENERATE, json=request)
+        except httpx.TimeoutException:
+            raise ApiError("the engine did not answer in time", status=504, err_type="GatewayTimeoutError") from None
+        except httpx.HTTPError as exc:
+            raise ApiError(f"the engine is unreachable: {type(exc).__name__}", status=502,
+                           err_type="BadGatewayError") from None
+        if resp.status_code != 200:
+            raise _engine_error(resp.status_code, resp.content)
+        return resp.json()
+
+    async def _open_stream(self, request: dict[str, Any]) -> httpx.Response:
+        try:
+            resp = await self.client.send(self.client.build_request("POST", GENERATE, json=request), stream=True)
+        except httpx.TimeoutException:
+            raise ApiError("the engine did not answer in time", status=504, err_type="GatewayTimeoutError") from None
+        except httpx.HTTPError as exc:
+            raise ApiError(f"the engine is unreachable: {type(exc).__name__}", status=502,
+                           err_type="BadGatewayError") from None
+        if resp.status_code != 200:
+            body = await resp.aread()
+            await resp.aclose()
+            raise _engine_error(resp.status_code, body)
+        return resp
+
+    async def _events(self, resp: httpx.Response) -> AsyncIterator[dict[str, Any]]:
+        """The engine's SSE events, parsed; an error event or a broken stream ends in ApiError."""
+        try:
+            async for line in resp.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    return
+                event = json.loads(data)
+                if "error" in event:
+                    raise _engine_error(400, json.dumps(event).encode())
+                yield event
+        except httpx.TimeoutException:
+            raise ApiError("the engine stalled mid-stream", status=504, err_type="GatewayTimeoutError") from None
+        except httpx.HTTPError as exc:
+            raise ApiError(f"the engine stream broke: {type(exc).__name__}", status=502,
+                           err_type="BadGatewayError") from None
+        finally:
+            await resp.aclose()
+
+    # -- routes -----------------------------------------------------------------------------------------
+
+    def route(self, kind: str):
+        async def handle(request: Request) -> Response:
+            if self.max_concurrency is not None and self.in_flight >= self.max_concurrency:
+                return ApiError(f"the server is at its concurrency limit ({self.max_concurrency})", status=503,
+                                err_type="ServiceUnavailableError").response()
+            self.in_flight += 1
+            streaming = False
+            try:
+                from tokenspec.harness.frontend.app import read_json
+
+                body = await read_json(request, self.fe.config.max_body_bytes)
+                schemas.check_shape(body, schemas.CHAT_REQUEST if kind == "chat" else schemas.COMPLETION_REQUEST)
+                self.fe.check_model(body)
+                suffix = request_id_suffix(request.headers.get("x-request-id"), body.get("request_id"))
+                if kind == "chat":
+                    response = await self._chat(body, suffix)
+                else:
+                    response = await self._completions(body, suffix)
+                streaming = isinstance(response, StreamingResponse)
+                return response
+            except ApiError as err:
+                return err.response()
+            except Exception as exc:  # noqa: BLE001 - no traceback ever reaches a client
+                return ApiError(f"the request could not be processed: {type(exc).__name__}").response()
+            finally:
+                if not streaming:
+                    self.in_flight -= 1
+
+        return handle
+
+    async def _chat(self, body: dict[str, Any], suffix: str) -> Response:
+        gen_request = self.fe.renderer.render_chat(body, suffix)
+        prompt_ids = gen_request["token_ids"]
+        name = body.get("model") or self.fe.config.model_name
+        if body.get("stream"):
+            resp = await self._open_stream(gen_request)
+            return StreamingResponse(self._chat_stream(resp, body, gen_request), media_type="text/event-stream")
+        generated = await self._generate(gen_request)
+        out = self.fe.derenderer.chat(
+            {"generate_response": generated, "prompt_tokens": len(prompt_ids), "prompt_token_ids": prompt_ids,
+             "chat_request": body}, name)
+        out["id"] = gen_request["request_id"]
+        if body.get("return_token_ids"):
+            out["prompt_token_ids"] = prompt_ids
+        return JSONResponse(out)
+
+    async def _chat_stream(self, resp: httpx.Response, body: dict[str, Any], gen_request: dict[str, Any]
+                           ) -> AsyncIterator[bytes]:
+        prompt_ids = gen_request["token_ids"]
+        name = body.get("model") or self.fe.config.model_name
+        states: dict[int, dict[str, Any]] = {}
+        try:
+            async for event in self._events(resp):
+                if not event.get("choices"):
+                    yield _sse(self._usage_chunk(event, gen_request, name, "chat.completion.chunk"))
+                    continue
+                index = event["choices"][0]["index"]
+                out = self.fe.derenderer.chat_stream(
+                    {"generate_chunk": event, "stream_state": states.get(index), "prompt_tokens": len(prompt_ids),
+                     "prompt_token_ids": prompt_ids, "chat_request": body}, name)
+                states[index] = out["stream_state"]
+                chunk = out["chunk"]
+                chunk["id"] = gen_request["request_id"]
+                if chunk["choices"] or chunk.get("usage"):
+                    yield _sse(chunk)
+        except ApiError as err:
+            yield _sse(err.body())
+        finally:
+            self.in_flight -= 1
+        yield b"data: [DONE]\n\n"
+
+    def _usage_chunk(self, event: dict[str, Any], gen_request: dict[str, Any], name: str, obj: str
+                     ) -> dict[str, Any]:
+        usage = dict(event.get("usage") or {})
+        prompt = usage.get("prompt_tokens", len(gen_request["token_ids"]))
+        completion = usage.get("completion_tokens", 0)
+        return {"id": gen_request["request_id"], "object": obj, "created": int(time.time()), "model": name,
+                "choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                                         "total_tokens": prompt + completion}}
+
+    async def _completions(self, body: dict[str, Any], suffix: str) -> Response:
+        gen_requests = self.fe.renderer.render_completions(body, suffix)
+        name = body.get("model") or self.fe.config.model_name
+        if body.get("stream"):
+            if len(gen_requests) != 1:
+                raise ApiError("streaming is supported for one prompt per request", param="prompt")
+            resp = await self._open_stream(gen_requests[0])
+            return StreamingResponse(self._completions_stream(resp, body, gen_requests[0]),
+                                     media_type="text/event-stream")
+        responses = [await self._generate(r) for r in gen_requests]
+        out = self.fe.derenderer.completions(
+            {"generate_responses": responses, "prompt_tokens": [len(r["token_ids"]) for r in gen_requests],
+             "prompt_token_ids": [r["token_ids"] for r in gen_requests], "completion_request": body}, name)
+        out["id"] = f"cmpl-{suffix}"
+        if body.get("return_token_ids"):
+            flat = [(r, ch) for r, g in zip(gen_requests, responses, strict=True) for ch in g["choices"]]
+            for choice, (request, generated) in zip(out["choices"], flat, strict=True):
+                choice["prompt_token_ids"] = request["token_ids"]
+                choice["token_ids"] = generated["token_ids"]
+        return JSONResponse(out)
+
+    async def _completions_stream(self, resp: httpx.Response, body: dict[str, Any], gen_request: dict[str, Any]
+                                  ) -> AsyncIterator[bytes]:
+        prompt_ids = gen_request["token_ids"]
+        name = body.get("model") or self.fe.config.model_name
+        states: dict[int, dict[str, Any]] = {}
+        try:
+            async for event in self._events(resp):
+                if not event.get("choices"):
+                    yield _sse(self._usage_chunk(event, gen_request, name, "text_completion"))
+                    continue
+                index = event["choices"][0]["index"]
+                out = self.fe.derenderer.completions_stream(
+                    {"generate_chunk": event, "stream_state": states.get(index), "prompt_tokens": len(prompt_ids),
+                     "prompt_token_ids": prompt_ids, "completion_request": body}, name)
+                states[index] = out["stream_state"]
+                chunk = out["chunk"]
+                chunk["id"] = gen_request["request_id"]
+                if body.get("return_token_ids"):
+                    for choice, source in zip(chunk["choices"], event["choices"], strict=True):
+                        choice["token_ids"] = source.get("token_ids")
+                yield _sse(chunk)
+        except ApiError as err:
+            yield _sse(err.body())
+        finally:
+            self.in_flight -= 1
+        yield b"data: [DONE]\n\n"
