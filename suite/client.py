@@ -55,7 +55,7 @@ class SuiteClient:
     base_url: str
     timeout: float
     validate: bool = True
-    history: list[RecordedRequest] = field(default_factory=list)
+    history: list[RecordedRequest] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
         self._http = httpx.Client(base_url=self.base_url, timeout=self.timeout)

@@ -220,3 +220,50 @@ def test_tool_call_split(api, target, codec, capabilities) -> None:
     assert calls[0]["function"]["name"] == "get_weather"
     assert json.loads(calls[0]["function"]["arguments"]) == {"city": "Paris"}
     assert ch["finish_reason"] == "tool_calls"
+
+
+@pytest.mark.req("DERENDER-022")
+@pytest.mark.parametrize("path", [CHAT, COMPLETIONS])
+@pytest.mark.parametrize("keep", [False, True], ids=["cut", "include_stop_str"])
+def test_text_ends_at_the_stop_string(api, target, codec, path, keep) -> None:
+    """The engine returns the token that completed the stop string; the text must still end before it."""
+    ids = codec.encode("hello there friend")
+    ch = choice(ids, stop_reason="th")
+    if path == CHAT:
+        request = chat_request(target.model, stop=["th"], include_stop_str_in_output=keep,
+                               chat_template_kwargs={"enable_thinking": False})
+        out = api.post_ok(CHAT, chat_derender(target.model, generate_response(ch), chat_request=request))
+        text = visible_text(out["choices"][0]["message"])
+    else:
+        body = completions_derender(target.model, [generate_response(ch)])
+        body["completion_request"].update(stop=["th"], include_stop_str_in_output=keep)
+        text = api.post_ok(COMPLETIONS, body)["choices"][0]["text"]
+    assert text == ("hello th" if keep else "hello ")
+
+
+@pytest.mark.req("DERENDER-023")
+@pytest.mark.parametrize("wanted", [0, 1, 2])
+def test_top_logprobs_count_is_what_was_asked(api, target, codec, wanted) -> None:
+    ids = codec.encode("Hi there")
+    top = [{"token_id": t, "logprob": -1.0 - i, "rank": i + 1} for i, t in enumerate(ids[:1] + [5, 6])]
+    entries = [{"token_id": t, "logprob": -1.0, "rank": 1, "top_logprobs": top[: max(wanted, 1)]} for t in ids]
+    request = chat_request(target.model, logprobs=True, top_logprobs=wanted,
+                           chat_template_kwargs={"enable_thinking": False})
+    body = chat_derender(target.model, generate_response(choice(ids, logprobs={"content": entries})),
+                         chat_request=request)
+    content = api.post_ok(CHAT, body)["choices"][0]["logprobs"]["content"]
+    assert [len(e["top_logprobs"]) for e in content] == [wanted] * len(ids)
+
+
+@pytest.mark.req("DERENDER-024")
+@pytest.mark.parametrize("parsed", [False, True], ids=["plain", "with-parsers"])
+def test_final_eos_is_not_text(api, target, codec, capabilities, parsed) -> None:
+    eos = codec.token_id("<|im_end|>") or codec.token_id("</s>") or codec.token_id("<|endoftext|>")
+    assert eos is not None, "the model's EOS token is needed (an <|im_end|>, </s> or <|endoftext|> vocabulary)"
+    ids = codec.encode("The answer is 4.") + [eos]
+    kwargs = {} if parsed else {"chat_template_kwargs": {"enable_thinking": False}}
+    request = chat_request(target.model, tools=[TOOL] if parsed and capabilities.has("tools") else None, **kwargs)
+    request = {k: v for k, v in request.items() if v is not None}
+    out = api.post_ok(CHAT, chat_derender(target.model, generate_response(choice(ids)), chat_request=request))
+    assert visible_text(out["choices"][0]["message"]).endswith("The answer is 4.")
+    assert out["usage"]["completion_tokens"] == len(ids), "the EOS token still counts as generated"

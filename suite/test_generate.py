@@ -204,7 +204,8 @@ def test_text_mode_without_detokenize_rejected(engine, prompt) -> None:
 
 @pytest.mark.req("GENERATE-019")
 def test_return_token_ids_echoes_the_prompt(engine, prompt) -> None:
-    out = engine.post_ok(GENERATE, generate_request(prompt, top={"return_token_ids": True}, temperature=0, max_tokens=2))
+    body = generate_request(prompt, top={"return_token_ids": True}, temperature=0, max_tokens=2)
+    out = engine.post_ok(GENERATE, body)
     assert out.get("prompt_token_ids") == prompt
 
 

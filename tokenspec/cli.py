@@ -202,7 +202,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="benchmarks against vLLM measured in the same run")
     bench.add_argument("what", choices=["frontend", "gateway", "suite"])
     bench.add_argument("--model", help="model folder (default: the embedded tiny model)")
-    bench.add_argument("--requests", type=int, default=200)
+    bench.add_argument("--requests", type=int, default=200, help="timed requests per server and endpoint")
+    bench.add_argument("--duration", type=float, default=60.0, help="gateway: load-test seconds")
+    bench.add_argument("--clients", type=int, default=32, help="gateway: concurrent load-test clients")
+    bench.add_argument("--out", default="benchmarks/results", help="folder for the JSON results")
+    bench.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     bench.set_defaults(handler=_bench)
 
     embedded = sub.add_parser("embedded", help="the main job: tiny model + reference server + suite + report")

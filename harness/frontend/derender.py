@@ -17,6 +17,13 @@ from tokenspec.harness.frontend.errors import bad_request
 from tokenspec.harness.frontend.logprobs import CONTEXT_WINDOW, chat_logprobs, completion_logprobs
 from tokenspec.harness.frontend.model_files import ModelFiles
 from tokenspec.harness.frontend.parsers import REASONING_PARSERS, TOOL_PARSERS, OutputParser
+from tokenspec.harness.frontend.stopping import (
+    cut_at_stop_string,
+    holdback,
+    include_stop,
+    text_ids,
+    top_logprobs_wanted,
+)
 
 
 def _usage(prompt: int, completion: int) -> dict[str, Any]:
@@ -27,7 +34,7 @@ def _usage(prompt: int, completion: int) -> dict[str, Any]:
 def new_stream_state() -> dict[str, Any]:
     return {"prev_tokens": [], "prefix_offset": 0, "read_offset": 0, "role_sent": False,
             "logprob_context_token_ids": [], "logprob_text_offset": 0, "output_token_ids": [],
-            "output_chunk_lens": [], "tools_streamed": False, "last_tool_call_ids": []}
+            "output_chunk_lens": [], "tools_streamed": False, "last_tool_call_ids": [], "held_text": ""}
 
 
 def _chunk_usage(chunk: dict[str, Any], prompt_tokens: int | None) -> dict[str, Any] | None:
@@ -76,7 +83,10 @@ class Derenderer:
             ids = choice.get("token_ids")
             if not ids:
                 raise bad_request(f"choice {choice['index']} has empty or null token_ids")
-            text = decode_tokens(self.model, seed_window(self.model, seed_ids, skip), ids, skip)
+            keep = include_stop(chat_request)
+            shown = text_ids(ids, choice, self.model.all_special_ids, keep)
+            text = decode_tokens(self.model, seed_window(self.model, seed_ids, skip), shown, skip)
+            text = cut_at_stop_string(text, choice.get("stop_reason"), keep)
             finish = choice.get("finish_reason", "stop")
             message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None,
                                        "annotations": None, "audio": None, "function_call": None}
@@ -95,7 +105,8 @@ class Derenderer:
             lps = choice.get("logprobs")
             choices.append({
                 "index": choice["index"], "message": message,
-                "logprobs": chat_logprobs(self.model, lps) if lps is not None else None,
+                "logprobs": _trim(chat_logprobs(self.model, lps), top_logprobs_wanted(chat_request, True))
+                if lps is not None else None,
                 "finish_reason": finish, "stop_reason": choice.get("stop_reason"),
                 "token_ids": ids if echo_ids else None, "routed_experts": None})
         prompt_tokens = body.get("prompt_tokens") or 0
@@ -128,11 +139,16 @@ class Derenderer:
                 if not ids:
                     raise bad_request(f"choice {choice['index']} in response {gen.get('request_id')} has "
                                       "empty or null token_ids")
-                text = decode_tokens(self.model, seed_window(self.model, seed_ids, skip), ids, skip)
+                keep = include_stop(body.get("completion_request"))
+                shown = text_ids(ids, choice, self.model.all_special_ids, keep)
+                text = decode_tokens(self.model, seed_window(self.model, seed_ids, skip), shown, skip)
+                text = cut_at_stop_string(text, choice.get("stop_reason"), keep)
                 lps = choice.get("logprobs")
+                wanted = top_logprobs_wanted(body.get("completion_request"), False)
                 choices.append({
                     "index": len(choices), "text": text,
-                    "logprobs": completion_logprobs(chat_logprobs(self.model, lps)) if lps is not None else None,
+                    "logprobs": completion_logprobs(_trim(chat_logprobs(self.model, lps), wanted))
+                    if lps is not None else None,
                     "finish_reason": choice.get("finish_reason", "stop"),
                     "stop_reason": choice.get("stop_reason"), "token_ids": None, "prompt_logprobs": None,
                     "prompt_token_ids": None, "routed_experts": None})
@@ -155,6 +171,21 @@ class Derenderer:
         if not window.prefix_offset <= window.read_offset <= len(window.prev_tokens):
             raise bad_request("invalid stream_state: decode window offsets out of range")
         return window
+
+    def _held_text(self, state: dict[str, Any], window: DecodeWindow, ids: list[int], choice: dict[str, Any],
+                   request: dict[str, Any] | None, skip: bool) -> str:
+        """Decode a chunk on the plain path, holding back what could still turn out to be a stop string."""
+        keep = include_stop(request)
+        finished = choice.get("finish_reason") is not None
+        shown = text_ids(ids, choice, self.model.all_special_ids, keep) if finished else ids
+        text = str(state.get("held_text") or "") + decode_tokens(self.model, window, shown, skip)
+        if finished:
+            state["held_text"] = ""
+            return cut_at_stop_string(text, choice.get("stop_reason"), keep)
+        hold = holdback(request)
+        cut = max(len(text) - hold, 0)
+        state["held_text"] = text[cut:]
+        return text[:cut]
 
     def chat_stream(self, body: dict[str, Any], model_name: str) -> dict[str, Any]:
         chat_request = body.get("chat_request")
@@ -181,10 +212,10 @@ class Derenderer:
             echo_ids = bool((chat_request or {}).get("return_token_ids"))
             for choice in chunk["choices"]:
                 ids = choice.get("token_ids") or []
-                text = decode_tokens(self.model, window, ids, skip)
+                text = self._held_text(state, window, ids, choice, chat_request, skip)
                 lps = choice.get("logprobs")
-                resolved = chat_logprobs(self.model, lps, state["logprob_context_token_ids"]) \
-                    if lps is not None else None
+                resolved = _trim(chat_logprobs(self.model, lps, state["logprob_context_token_ids"]),
+                                 top_logprobs_wanted(chat_request, True)) if lps is not None else None
                 delta = {"role": None if state["role_sent"] else "assistant", "content": text or None,
                          "reasoning": None}
                 state["role_sent"] = True
@@ -208,16 +239,24 @@ class Derenderer:
             raise bad_request("invalid stream_state: derender failed")
         parser = self._parser(chat_request)
         window = seed_window(self.model, prompt_ids, False)
-        start = 0
+        hold, keep = holdback(chat_request), include_stop(chat_request)
+        raw, fed, start = "", 0, 0
         for n in lens:  # replay earlier chunks with their original boundaries; output discarded
-            parser.feed(decode_tokens(self.model, window, history[start:start + n], False))
+            raw += decode_tokens(self.model, window, history[start:start + n], False)
             start += n
+            visible = raw[: max(len(raw) - hold, 0)]
+            parser.feed(visible[fed:])
+            fed = len(visible)
         if not chunk["choices"]:
             return None, state
         choice = chunk["choices"][0]
         ids = choice.get("token_ids") or []
-        text = decode_tokens(self.model, window, ids, False)
-        parsed = parser.feed(text, finished=choice.get("finish_reason") is not None)
+        finished = choice.get("finish_reason") is not None
+        shown = text_ids(ids, choice, self.model.all_special_ids, keep) if finished else ids
+        raw += decode_tokens(self.model, window, shown, False)
+        visible = cut_at_stop_string(raw, choice.get("stop_reason"), keep) if finished \
+            else raw[: max(len(raw) - hold, 0)]
+        parsed = parser.feed(visible[fed:], finished=finished)
         if ids:
             state["output_token_ids"] = history + ids
             state["output_chunk_lens"] = lens + [len(ids)]
@@ -262,12 +301,13 @@ class Derenderer:
         choices = []
         for choice in chunk["choices"]:
             ids = choice.get("token_ids") or []
-            text = decode_tokens(self.model, window, ids, skip)
+            text = self._held_text(state, window, ids, choice, body.get("completion_request"), skip)
             lps = choice.get("logprobs")
             resolved = None
             if lps is not None:
                 resolved = completion_logprobs(
-                    chat_logprobs(self.model, lps, state["logprob_context_token_ids"]),
+                    _trim(chat_logprobs(self.model, lps, state["logprob_context_token_ids"]),
+                          top_logprobs_wanted(body.get("completion_request"), False)),
                     state["logprob_text_offset"])
             state["logprob_context_token_ids"] = (state["logprob_context_token_ids"] + ids)[-CONTEXT_WINDOW:]
             state["logprob_text_offset"] += len(text)
@@ -281,6 +321,14 @@ class Derenderer:
                      "usage": _chunk_usage(chunk, body.get("prompt_tokens")), "system_fingerprint": None,
                      "metrics": chunk.get("metrics")}
         return {"chunk": out_chunk, "stream_state": state}
+
+
+def _trim(logprobs: dict[str, Any], wanted: int | None) -> dict[str, Any]:
+    """Keep the number of alternatives the client asked for (the engine sends at least one)."""
+    if wanted is not None:
+        for entry in logprobs.get("content") or []:
+            entry["top_logprobs"] = entry["top_logprobs"][:wanted]
+    return logprobs
 
 
 def _forces_tool(chat_request: dict[str, Any]) -> bool:

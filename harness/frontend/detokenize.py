@@ -60,5 +60,29 @@ def decode_step(model: ModelFiles, window: DecodeWindow, token_id: int, skip_spe
 
 
 def decode_tokens(model: ModelFiles, window: DecodeWindow, token_ids: list[int], skip_special_tokens: bool) -> str:
-    """Decode a run of ids through the window; the concatenation of each step's text."""
-    return "".join(decode_step(model, window, t, skip_special_tokens) for t in token_ids)
+    """Decode a run of ids through the window; the concatenation of each step's text.
+
+    The same steps as calling ``decode_step`` per id, in one loop: the pieces are looked up in one call and
+    the window is trimmed once at the end (a step only ever reads ``pieces[prefix:]``, so trimming later
+    changes nothing). A 300-token derender spends most of its time here.
+    """
+    if not token_ids:
+        return ""
+    all_pieces = model.ids_to_pieces(token_ids, False)
+    special = model.all_special_ids if skip_special_tokens else frozenset()
+    to_text = model.pieces_to_text
+    pieces = list(window.prev_tokens)
+    prefix, read = window.prefix_offset, window.read_offset
+    out: list[str] = []
+    for token_id, piece in zip(token_ids, all_pieces):
+        if token_id not in special:  # a skipped special token still makes a step, with no new piece
+            pieces.append(piece)
+        prefix_text = to_text(pieces[prefix:read])
+        full_text = to_text(pieces[prefix:])
+        if len(full_text) > len(prefix_text) and not full_text.endswith(REPLACEMENT_CHAR):
+            out.append(full_text[len(prefix_text):])
+            prefix, read = read, len(pieces)
+    window.prev_tokens = pieces[prefix:]
+    window.read_offset = read - prefix
+    window.prefix_offset = 0
+    return "".join(out)

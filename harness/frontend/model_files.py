@@ -98,9 +98,15 @@ class ModelFiles:
     # -- tokenizer operations, with transformers' meaning -------------------------------------------
 
     @property
-    def all_special_ids(self) -> set[int]:
-        ids = (self.tokenizer.token_to_id(t) for t in self.all_special_tokens)
-        return {i for i in ids if i is not None}
+    def all_special_ids(self) -> frozenset[int]:
+        """Looked up once per distinct special-token list: incremental decoding asks for it at every token."""
+        key = tuple(self.all_special_tokens)
+        cached = self.__dict__.get("_special_ids")
+        if cached is None or cached[0] != key:
+            ids = (self.tokenizer.token_to_id(t) for t in key)
+            cached = (key, frozenset(i for i in ids if i is not None))
+            self.__dict__["_special_ids"] = cached
+        return cached[1]
 
     def encode(self, text: str, add_special_tokens: bool) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=add_special_tokens).ids
@@ -116,7 +122,7 @@ class ModelFiles:
 
     def ids_to_pieces(self, ids: list[int], skip_special_tokens: bool) -> list[str]:
         """Pieces for incremental decoding; unknown ids become '' and special ids may be dropped."""
-        skip = self.all_special_ids if skip_special_tokens else set()
+        skip = self.all_special_ids if skip_special_tokens else frozenset()
         return [self.id_to_piece(i) or "" for i in ids if i not in skip]
 
     def pieces_to_text(self, pieces: list[str]) -> str:

@@ -71,7 +71,7 @@ class Renderer:
             add_generation = True
         if continue_final and add_generation:
             raise bad_request("Cannot set both `continue_final_message` and `add_generation_prompt` to True.")
-        text = render_chat(template, body["messages"], tools=tools or None,
+        text = render_chat(template, _join_tool_text_parts(body["messages"]), tools=tools or None,
                            add_generation_prompt=add_generation, continue_final_message=continue_final,
                            special_tokens=self.model.special_tokens,
                            template_kwargs=body.get("chat_template_kwargs") or {})
@@ -151,7 +151,7 @@ class Renderer:
             params["skip_special_tokens"] = False  # parsers must see marker tokens (vLLM's adjust_request)
         params["output_kind"] = 1 if body.get("stream") else 2
         params["skip_clone"] = True
-        if body.get("logit_bias"):
+        if body.get("logit_bias") is not None:  # an explicit {} is written as {}, as vLLM does
             params["logit_bias"] = {str(int(k)): min(100.0, max(-100.0, float(v)))
                                     for k, v in body["logit_bias"].items()}
         extra = dict(body.get("vllm_xargs") or {})
@@ -214,6 +214,22 @@ class Renderer:
             out.append(self._generate_request(body, rid, ids, params,
                                               {"reasoning_ended": None, "reasoning_parser_kwargs": None}))
         return out
+
+
+def _join_tool_text_parts(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool results given as text-only part lists become one string, parts joined with "\n".
+
+    vLLM does this for the tool role whatever the template's content format (most templates only handle
+    string tool content), so the rendered prompt differs from a plain part-by-part rendering.
+    """
+    out = []
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list) and message.get("role") == "tool" and all(
+                isinstance(p, dict) and p.get("type") == "text" for p in content):
+            message = {**message, "content": "\n".join(p.get("text", "") for p in content)}
+        out.append(message)
+    return out
 
 
 def _reasoning_ended(kwargs: dict[str, Any]) -> bool:

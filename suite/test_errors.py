@@ -1,0 +1,193 @@
+"""Errors: every endpoint answers bad input with a 4xx and the OpenAI error object (ERROR-*).
+
+The client validates every 4xx body against the error schema (ERROR-001), so most tests only send the bad
+request and check the status. /tokenize and /detokenize are left out of the oversized-body test: a server
+without a body limit tokenizes the whole payload, which can keep a shared server busy for minutes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tokenspec.suite.builders import (
+    USER_HELLO,
+    chat_derender,
+    choice,
+    completions_derender,
+    generate_request,
+    generate_response,
+)
+
+# name -> (client fixture, path, required field, a wrongly typed value for it)
+ENDPOINTS: dict[str, tuple[str, str, str, Any]] = {
+    "chat-render": ("api", "/v1/chat/completions/render", "messages", "hello"),
+    "completions-render": ("api", "/v1/completions/render", "prompt", {"text": "x"}),
+    "chat-derender": ("api", "/v1/chat/completions/derender", "generate_response", [1, 2]),
+    "completions-derender": ("api", "/v1/completions/derender", "generate_responses", {"choices": []}),
+    "generate": ("engine", "/inference/v1/generate", "token_ids", "1 2 3"),
+    "tokenize": ("api", "/tokenize", "prompt", {"x": 1}),
+    "detokenize": ("api", "/detokenize", "tokens", "1 2"),
+}
+NAMES = list(ENDPOINTS)
+OVERSIZED = 64 << 20
+
+
+def valid_body(name: str, model: str | None, codec) -> dict[str, Any]:
+    """A small request each endpoint answers 200, with ``model`` at the top level (omitted when None)."""
+    hello = codec.encode("Hello")
+    served = model or "unused"
+    body: dict[str, Any] = {
+        "chat-render": lambda: {"messages": USER_HELLO, "max_tokens": 2},
+        "completions-render": lambda: {"prompt": "Hello", "max_tokens": 2},
+        "chat-derender": lambda: chat_derender(served, generate_response(choice(hello))),
+        "completions-derender": lambda: completions_derender(served, [generate_response(choice(hello))]),
+        "generate": lambda: generate_request(hello, temperature=0, max_tokens=2),
+        "tokenize": lambda: {"prompt": "Hello"},
+        "detokenize": lambda: {"tokens": hello},
+    }[name]()
+    body.pop("model", None)
+    if model is not None:
+        body["model"] = model
+    return body
+
+
+def endpoint(request: pytest.FixtureRequest, name: str):
+    client_name, path, _, _ = ENDPOINTS[name]
+    return request.getfixturevalue(client_name), path
+
+
+@pytest.mark.req("ERROR-005", "ERROR-001")
+@pytest.mark.parametrize("name", NAMES)
+def test_malformed_json_rejected(request, name) -> None:
+    client, path = endpoint(request, name)
+    resp = client.request("POST", path, content=b"{not json", content_type="application/json")
+    assert resp.status_code == 400, resp.text[:300]
+
+
+@pytest.mark.req("ERROR-005", "ERROR-001")
+@pytest.mark.parametrize("name", NAMES)
+def test_invalid_utf8_body_rejected_with_the_error_object(request, name) -> None:
+    """JSON text must be UTF-8; a stray 0xFF byte inside a string is malformed JSON like any other."""
+    client, path = endpoint(request, name)
+    resp = client.request("POST", path, content=b'{"model": "\xff"}', content_type="application/json")
+    assert resp.status_code == 400, resp.text[:300]
+
+
+@pytest.mark.req("ERROR-006", "ERROR-001")
+@pytest.mark.parametrize("name", NAMES)
+def test_non_json_content_type_rejected(request, target, codec, name) -> None:
+    import json
+
+    client, path = endpoint(request, name)
+    content = json.dumps(valid_body(name, target.model, codec)).encode()
+    resp = client.request("POST", path, content=content, content_type="text/plain")
+    assert resp.status_code in (400, 415), resp.text[:300]
+
+
+@pytest.mark.req("ERROR-004", "ERROR-001")
+@pytest.mark.parametrize("name", NAMES)
+def test_unknown_model_is_404_with_param_model(request, codec, name) -> None:
+    client, path = endpoint(request, name)
+    resp = client.post(path, valid_body(name, "tokenspec-no-such-model", codec))
+    assert resp.status_code == 404, resp.text[:300]
+    assert resp.json()["error"].get("param") == "model"
+
+
+@pytest.mark.req("ERROR-007", "ERROR-001")
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("fault", ["missing", "wrong-type"])
+def test_missing_or_wrongly_typed_field_rejected(request, target, codec, name, fault) -> None:
+    client, path = endpoint(request, name)
+    _, _, field, wrong = ENDPOINTS[name]
+    body = valid_body(name, target.model, codec)
+    if fault == "missing":
+        body.pop(field)
+    else:
+        body[field] = wrong
+    resp = client.post(path, body)
+    assert resp.status_code in (400, 422), f"{fault} {field}: {resp.status_code} {resp.text[:300]}"
+
+
+@pytest.mark.req("ERROR-008", "ERROR-003", "ERROR-001")
+@pytest.mark.parametrize("name", [n for n in NAMES if n not in ("tokenize", "detokenize")])
+def test_oversized_body_rejected(request, target, name) -> None:
+    client, path = endpoint(request, name)
+    head = b'{"model":"' + target.model.encode() + b'","messages":[{"role":"user","content":"'
+    if name == "completions-render":
+        head = b'{"model":"' + target.model.encode() + b'","prompt":"'
+    tail = b'"}]}' if name != "completions-render" else b'"}'
+    content = head + b"a" * (OVERSIZED - len(head) - len(tail)) + tail
+    resp = client.request("POST", path, content=content, content_type="application/json")
+    assert resp.status_code in (400, 413), f"a {len(content) >> 20} MiB body answered {resp.status_code}"
+
+
+@pytest.mark.req("ERROR-009")
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("how", ["omitted", "null"])
+def test_model_omitted_or_null_selects_the_served_model(request, target, codec, name, how) -> None:
+    client, path = endpoint(request, name)
+    body = valid_body(name, None, codec)
+    if how == "null":
+        body["model"] = None
+    resp = client.post(path, body)
+    assert resp.status_code == 200, resp.text[:300]
+    out = resp.json()
+    if isinstance(out, dict) and out.get("model") is not None:
+        assert out["model"] == target.model
+
+
+@pytest.mark.req("ERROR-011")
+@pytest.mark.parametrize("name", NAMES)
+def test_unknown_keys_are_ignored(request, target, codec, name) -> None:
+    client, path = endpoint(request, name)
+    body = valid_body(name, target.model, codec) | {"tokenspec_unknown_key": {"nested": [1, 2]}}
+    if name == "generate":
+        body["sampling_params"]["tokenspec_unknown_param"] = 3
+    resp = client.post(path, body)
+    assert resp.status_code == 200, resp.text[:300]
+
+
+@pytest.mark.req("ERROR-002")
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("fault", ["malformed-json", "unknown-model"])
+def test_error_code_equals_http_status(request, codec, name, fault) -> None:
+    client, path = endpoint(request, name)
+    if fault == "malformed-json":
+        resp = client.request("POST", path, content=b"[1,", content_type="application/json")
+    else:
+        resp = client.post(path, valid_body(name, "tokenspec-no-such-model", codec))
+    assert resp.status_code >= 400, resp.text[:300]
+    assert resp.json()["error"]["code"] == resp.status_code
+
+
+PARAM_CASES = {
+    "max_tokens": ("generate", "max_tokens", lambda b: b["sampling_params"].update(max_tokens=0)),
+    "temperature": ("generate", "temperature", lambda b: b["sampling_params"].update(temperature=-1)),
+    "cache_salt": ("chat-render", "cache_salt", lambda b: b.update(cache_salt="a/b")),
+    "prompt": ("completions-render", "prompt", lambda b: b.update(prompt=[])),
+}
+
+
+@pytest.mark.req("ERROR-010")
+@pytest.mark.parametrize("case", list(PARAM_CASES))
+def test_error_param_names_the_offending_field(request, target, codec, case) -> None:
+    name, field, spoil = PARAM_CASES[case]
+    client, path = endpoint(request, name)
+    body = valid_body(name, target.model, codec)
+    spoil(body)
+    resp = client.post(path, body)
+    assert 400 <= resp.status_code < 500, resp.text[:300]
+    param = resp.json()["error"].get("param")
+    assert param is None or field in param, f"param {param!r} does not name {field}"
+
+
+@pytest.mark.req("ERROR-012")
+def test_bound_violation_message_states_limit_and_value(api, target, codec, max_model_len) -> None:
+    body = chat_derender(target.model, generate_response(choice(codec.encode("x"))))
+    body["prompt_token_ids"] = [5] * (max_model_len + 1)
+    resp = api.post("/v1/chat/completions/derender", body)
+    assert resp.status_code == 400, resp.text[:300]
+    message = resp.json()["error"]["message"]
+    assert str(max_model_len) in message and str(max_model_len + 1) in message, message[:300]

@@ -1,0 +1,139 @@
+"""Schema-driven fuzzing with schemathesis: no 5xx, no hang, and every answer in its documented shape.
+
+schemathesis generates positive (schema-valid) and negative (schema-violating) requests for every operation
+of render.yaml, derender.yaml, generate.yaml (sent to the engine) and utilities.yaml. It is driven
+programmatically, one test per operation and mode, because its pytest integration would bypass the suite's
+fixtures. Runs are bounded (``--max-examples``, no shrinking) and reproducible: hypothesis is seeded with the
+run's seed, which the plugin prints in the header. Failures are collected and reported together, each as a
+curl command.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, Phase, given, seed, settings
+
+from tokenspec.specs.openapi import SPEC_DIR, load_document
+from tokenspec.suite.client import check_schema
+from tokenspec.suite.schemas import SchemaViolation
+
+DOCUMENTS = ("render.yaml", "derender.yaml", "generate.yaml", "utilities.yaml")
+MAX_REPORTED = 5
+# Generated generate requests may ask for thousands of tokens; the fuzzer is after validation, not load.
+MAX_FUZZ_TOKENS = 16
+
+
+def _operations() -> list[tuple[str, str, str, str]]:
+    """(document, METHOD, path, mode) for every operation; negative only where there is a body to break."""
+    found = []
+    for document in DOCUMENTS:
+        for path, item in load_document(document).get("paths", {}).items():
+            for method, op in item.items():
+                if not isinstance(op, dict) or method.startswith("x-"):
+                    continue
+                modes = ["positive", "negative"] if "requestBody" in op else ["positive"]
+                found += [(document, method.upper(), path, mode) for mode in modes]
+    return found
+
+
+OPERATIONS = _operations()
+
+
+@functools.cache
+def _schema(document: str):
+    import schemathesis
+
+    # Loading from the file lets schemathesis resolve the relative components.yaml refs itself.
+    return schemathesis.openapi.from_path(str(SPEC_DIR / document))
+
+
+def _operation(document: str, method: str, path: str):
+    return _schema(document)[path][method]
+
+
+def _bounded(path: str, body: Any) -> Any:
+    if path != "/inference/v1/generate" or not isinstance(body, dict):
+        return body
+    params = body.get("sampling_params")
+    if isinstance(params, dict):
+        tokens = params.get("max_tokens")
+        if tokens is None or (isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > MAX_FUZZ_TOKENS):
+            params["max_tokens"] = MAX_FUZZ_TOKENS
+    return body
+
+
+def _send(http: httpx.Client, case, base_url: str) -> httpx.Response:
+    kwargs = case.as_transport_kwargs(base_url=base_url)
+    request: dict[str, Any] = {
+        "method": kwargs["method"],
+        "url": kwargs["url"],
+        "headers": {k: v for k, v in (kwargs.get("headers") or {}).items() if not k.startswith("X-Schemathesis")},
+        "params": kwargs.get("params") or None,
+    }
+    if "json" in kwargs:
+        request["json"] = kwargs["json"]
+    elif kwargs.get("data") is not None:
+        data = kwargs["data"]
+        request["content"] = data if isinstance(data, bytes) else str(data).encode()
+    return http.request(**request)
+
+
+@pytest.mark.req("ERROR-003", "ERROR-001", "SCHEMA-001")
+@pytest.mark.parametrize(
+    "document,method,path,mode", OPERATIONS, ids=[f"{m} {p} {mode}" for _, m, p, mode in OPERATIONS]
+)
+def test_fuzz_operation(target, document, method, path, mode) -> None:
+    from schemathesis import GenerationMode
+
+    base_url = target.generate_url if document == "generate.yaml" else target.url
+    operation = _operation(document, method, path)
+    failures: list[str] = []
+    sent = 0
+
+    def record(case, problem: str) -> None:
+        if len(failures) < MAX_REPORTED:
+            failures.append(f"{problem}\n    {case.as_curl_command(base_url=base_url)[:2000]}")
+
+    with httpx.Client(timeout=target.timeout) as http:
+
+        @seed(target.seed)
+        @settings(
+            max_examples=target.max_examples,
+            phases=[Phase.explicit, Phase.generate],
+            database=None,
+            deadline=None,
+            derandomize=False,
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(case=operation.as_strategy(generation_mode=GenerationMode(mode)))
+        def run(case) -> None:
+            nonlocal sent
+            if case.body is not None and not isinstance(case.body, bytes):
+                case.body = _bounded(path, case.body)
+            sent += 1
+            try:
+                resp = _send(http, case, base_url)
+            except httpx.TimeoutException:
+                record(case, f"no answer within {target.timeout:.0f}s")
+                return
+            except httpx.HTTPError as exc:
+                record(case, f"transport error {type(exc).__name__}: {exc}")
+                return
+            if resp.status_code >= 500:
+                record(case, f"answered {resp.status_code}: {resp.text[:300]}")
+                return
+            try:
+                check_schema(method, path, resp)
+            except SchemaViolation as exc:
+                record(case, f"answered {resp.status_code} outside the spec: {str(exc)[:600]}")
+
+        run()
+    assert sent, "schemathesis generated no case"
+    assert not failures, (
+        f"{method} {path} ({mode}, seed {target.seed}): {len(failures)} failing case(s), first ones:\n  "
+        + "\n  ".join(failures)
+    )
