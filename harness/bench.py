@@ -522,7 +522,9 @@ def _measure_gateway(args: argparse.Namespace, name: str, gateway_url: str, fron
         body = {**generation(name, prompt), "return_token_ids": True}
         raw = json.dumps(body).encode()
         views = {side: _message_view(_post_ok(conn, CHAT, raw)[0]) for side, conn in conns.items()}
-        parity.append({"prompt": prompt, "same": views["coupled"] == views["gateway"],
+        tokens = views["coupled"]["token_ids"]
+        parity.append({"prompt": prompt, "same": views["coupled"] == views["gateway"] and bool(tokens),
+                       "tokens": len(tokens or []),
                        **({} if views["coupled"] == views["gateway"] else views)})
     parity_ok = sum(p["same"] for p in parity)
     print(f"parity sample: {parity_ok}/{len(parity)} greedy requests give the same token_ids, text and "

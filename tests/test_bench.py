@@ -1,0 +1,97 @@
+"""The statistics behind ``tokenspec bench``: percentiles, ratios, target verdicts and payload sizes.
+
+No servers here: the benchmarks themselves are run by hand (``tokenspec bench ...``), never timed in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+import pytest
+from tokenizers import Tokenizer
+
+from tokenspec.cli import build_parser
+from tokenspec.errors import UsageError
+from tokenspec.harness import bench
+from tokenspec.harness.tinymodel import BuildResult
+
+
+def test_percentile_interpolates_between_ranks() -> None:
+    values = [4.0, 1.0, 3.0, 2.0]  # unsorted on purpose
+    assert bench.percentile(values, 0) == 1.0
+    assert bench.percentile(values, 100) == 4.0
+    assert bench.percentile(values, 50) == pytest.approx(2.5)
+    assert bench.percentile(values, 95) == pytest.approx(3.85)  # numpy's linear method gives the same
+
+
+def test_percentile_of_one_value_and_bad_input() -> None:
+    assert bench.percentile([7.0], 99) == 7.0
+    with pytest.raises(ValueError):
+        bench.percentile([], 50)
+    with pytest.raises(ValueError):
+        bench.percentile([1.0], 101)
+
+
+def test_summarize_reports_the_usual_figures() -> None:
+    s = bench.summarize([float(i) for i in range(1, 101)])
+    assert s["n"] == 100 and s["min"] == 1.0 and s["max"] == 100.0
+    assert s["p50"] == pytest.approx(50.5) and s["p99"] == pytest.approx(99.01)
+    assert s["mean"] == pytest.approx(50.5)
+
+
+def test_ratio_refuses_a_zero_baseline() -> None:
+    assert bench.ratio(1.0, 4.0) == 0.25
+    with pytest.raises(ValueError):
+        bench.ratio(1.0, 0.0)
+
+
+@pytest.mark.parametrize(("measured", "limit", "verdict"), [(0.49, 0.5, "PASS"), (0.5, 0.5, "PASS"),
+                                                            (0.51, 0.5, "MISS"), (math.inf, 3.0, "MISS")])
+def test_target_verdict(measured: float, limit: float, verdict: str) -> None:
+    target = bench.Target("x", measured, limit)
+    assert target.to_dict()["verdict"] == verdict
+    assert target.line().startswith(verdict)
+
+
+def test_table_aligns_columns() -> None:
+    lines = bench.table(["what", "ms"], [["a", 1.0], ["longer", 12.345]]).splitlines()
+    assert lines[0].startswith("what") and set(lines[1]) <= {"-", " "}
+    assert lines[3].endswith("12.35") and len({len(line) for line in lines}) == 1
+
+
+def test_rss_of_this_process_and_of_none() -> None:
+    import os
+
+    kib = bench.rss_kib(os.getpid())
+    assert kib is not None and kib > 1000
+    assert bench.rss_kib(2**22 + 12345) is None  # above Linux's pid_max default
+
+
+def test_payloads_have_the_requested_size(tiny_model: BuildResult) -> None:
+    tok = Tokenizer.from_file(str(tiny_model.model_dir / "tokenizer.json"))
+    assert len(bench.output_ids(tok, 300)) == 300
+    messages = bench.conversation(tok, 240)
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+    content = sum(len(tok.encode(m["content"]).ids) for m in messages[1:])
+    assert 200 <= content <= 280  # re-encoding decoded text may merge or split a few tokens
+
+
+def test_bench_arguments_and_bad_values(tmp_path) -> None:
+    args = build_parser().parse_args(["bench", "gateway", "--duration", "5", "--clients", "4",
+                                      "--out", str(tmp_path)])
+    assert (args.what, args.duration, args.clients, args.strict) == ("gateway", 5.0, 4, False)
+    bad = argparse.Namespace(**{**vars(args), "requests": 0})
+    with pytest.raises(UsageError):
+        bench.bench_from_args(bad)
+
+
+def test_strict_exit_code_follows_the_verdicts(tmp_path, monkeypatch) -> None:
+    """--strict turns a MISS into exit code 1; without it a MISS is a figure, not a failure."""
+    doc = {"targets": [bench.Target("t", 2.0, 1.0).to_dict()]}
+    monkeypatch.setitem(bench.BENCHMARKS, "suite", lambda args: doc)
+    for strict, code in ((False, 0), (True, 1)):
+        args = build_parser().parse_args(["bench", "suite", "--out", str(tmp_path)] + (["--strict"] if strict else []))
+        assert bench.bench_from_args(args) == code
+    assert json.loads((tmp_path / "suite.json").read_text()) == doc

@@ -1,0 +1,234 @@
+"""``tokenspec parity --a URL --b URL``: the same cases through two OpenAI-compatible servers, compared.
+
+Cases are generated from a seed (so a report can be reproduced) and are greedy, so two correct servers on
+the same model and engine agree token for token. Each answer is reduced to the fields the parity
+requirements name (``tokenspec.compare``); a field is "n/a" for a case when either server does not expose it
+(hosted APIs have no ``token_ids``), so the report compares what is there and says what was not.
+
+Writes ``parity.json`` (machine) and ``parity.html`` (one self-contained page: agreement per field, then a
+side-by-side diff of every disagreement).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import html
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tokenspec.compare import chat_view, completion_view
+from tokenspec.errors import UsageError
+from tokenspec.target import check_reachable, normalise_url, served_model
+
+FIELDS = ("token_ids", "content", "reasoning", "tool_calls", "text", "finish_reason", "usage", "logprobs")
+
+PHRASES = [
+    "What is the capital of France?", "Écris une phrase en français, s'il te plaît.", "東京の天気はどうですか？",
+    "Tell me a joke 😀", "List three prime numbers.", "def add(a, b): return a + b  # explain",
+    '{"key": "value", "n": 3}', "Summarise: the quick brown fox jumps over the lazy dog.", "¿Qué hora es?",
+    "Name a colour 🎨 and a fruit 🍓.",
+]
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather for a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+
+
+@dataclass
+class Case:
+    id: str
+    kind: str  # "chat" or "completions"
+    request: dict[str, Any]
+
+
+def generate_cases(model: str, count: int, seed: int) -> list[Case]:
+    rng = random.Random(seed)
+    cases = []
+    for i in range(count):
+        kind = "completions" if i % 5 == 4 else "chat"
+        common: dict[str, Any] = {"model": model, "max_tokens": rng.randint(4, 24), "temperature": 0}
+        if rng.random() < 0.3:
+            common["stop"] = [rng.choice(["\n", "e", "the", "。"])]
+        if rng.random() < 0.3:
+            common["logprobs"] = True if kind == "chat" else 2
+            if kind == "chat":
+                common["top_logprobs"] = rng.randint(0, 3)
+        if kind == "completions":
+            request = {**common, "prompt": rng.choice(PHRASES)}
+        else:
+            messages: list[dict[str, Any]] = []
+            if rng.random() < 0.4:
+                messages.append({"role": "system", "content": "You are terse."})
+            messages.append({"role": "user", "content": rng.choice(PHRASES)})
+            if rng.random() < 0.3:
+                messages += [{"role": "assistant", "content": rng.choice(PHRASES)},
+                             {"role": "user", "content": rng.choice(PHRASES)}]
+            request = {**common, "messages": messages}
+            if rng.random() < 0.3:
+                request["tools"] = [TOOL]
+        cases.append(Case(f"case-{i:03d}", kind, request))
+    return cases
+
+
+@dataclass
+class FieldResult:
+    agree: bool | None  # None: not comparable (a server does not expose the field, or errored)
+    a: Any = None
+    b: Any = None
+
+
+@dataclass
+class CaseResult:
+    case: Case
+    fields: dict[str, FieldResult] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+class Server:
+    """One side of the comparison; remembers whether it accepts vLLM's ``return_token_ids``."""
+
+    def __init__(self, url: str, timeout: float) -> None:
+        self.url = url
+        self.client = httpx.Client(base_url=url, timeout=timeout)
+        self.token_ids = True
+
+    def ask(self, case: Case) -> dict[str, Any]:
+        path = "/v1/chat/completions" if case.kind == "chat" else "/v1/completions"
+        request = {**case.request, "return_token_ids": True} if self.token_ids else case.request
+        resp = self.client.post(path, json=request)
+        if resp.status_code == 400 and self.token_ids and "return_token_ids" in resp.text:
+            self.token_ids = False  # a hosted API without the extension: compare what is exposed
+            return self.ask(case)
+        if resp.status_code != 200:
+            raise RuntimeError(f"HTTP {resp.status_code}: {resp.text[:300]}")
+        return resp.json()
+
+
+def _view(kind: str, answer: dict[str, Any]) -> dict[str, Any]:
+    choice = (answer.get("choices") or [{}])[0]
+    view: dict[str, Any] = (chat_view if kind == "chat" else completion_view)(choice, answer.get("usage"))
+    view["token_ids"] = choice.get("token_ids")
+    logprobs = choice.get("logprobs")
+    if kind == "chat":
+        content = (logprobs or {}).get("content")
+        view["logprobs"] = [e.get("token") for e in content] if content else None
+    else:
+        view["logprobs"] = (logprobs or {}).get("tokens")
+    return view
+
+
+def compare_case(case: Case, a: Server, b: Server) -> CaseResult:
+    result = CaseResult(case)
+    answers: dict[str, dict[str, Any]] = {}
+    for name, server in (("a", a), ("b", b)):
+        try:
+            answers[name] = _view(case.kind, server.ask(case))
+        except (httpx.HTTPError, RuntimeError, ValueError) as exc:
+            result.errors[name] = str(exc)
+    for name in FIELDS:
+        if len(answers) < 2:
+            result.fields[name] = FieldResult(None)
+            continue
+        va, vb = answers["a"].get(name, None), answers["b"].get(name, None)
+        exposed = name in answers["a"] and name in answers["b"]
+        if not exposed or (name in ("token_ids", "logprobs") and (va is None or vb is None)):
+            result.fields[name] = FieldResult(None, va, vb)
+        else:
+            result.fields[name] = FieldResult(va == vb, va, vb)
+    return result
+
+
+def agreement(results: list[CaseResult]) -> dict[str, dict[str, Any]]:
+    table = {}
+    for name in FIELDS:
+        verdicts = [r.fields[name].agree for r in results if name in r.fields]
+        agree, disagree = verdicts.count(True), verdicts.count(False)
+        compared = agree + disagree
+        table[name] = {"agree": agree, "disagree": disagree, "not_comparable": verdicts.count(None),
+                       "rate": round(agree / compared, 4) if compared else None}
+    return table
+
+
+def to_json(a: str, b: str, model: str, seed: int, results: list[CaseResult]) -> dict[str, Any]:
+    return {
+        "a": a, "b": b, "model": model, "seed": seed, "cases": len(results),
+        "errors": sum(1 for r in results if r.errors),
+        "agreement": agreement(results),
+        "results": [
+            {"id": r.case.id, "kind": r.case.kind, "request": r.case.request, "errors": r.errors,
+             "fields": {k: {"agree": v.agree, "a": v.a, "b": v.b} for k, v in r.fields.items()}}
+            for r in results
+        ],
+    }
+
+
+def _rate(rate: float | None) -> str:
+    return "n/a" if rate is None else f"{100 * rate:.1f}%"
+
+
+def to_html(report: dict[str, Any]) -> str:
+    esc = html.escape
+    rows = "".join(
+        f"<tr><td>{esc(name)}</td><td>{v['agree']}</td><td>{v['disagree']}</td><td>{v['not_comparable']}</td>"
+        f"<td>{_rate(v['rate'])}</td></tr>"
+        for name, v in report["agreement"].items()
+    )
+    differ = difflib.HtmlDiff(wrapcolumn=70)
+    diffs = []
+    for r in report["results"]:
+        for name, v in r["fields"].items():
+            if v["agree"] is False:
+                left = json.dumps(v["a"], ensure_ascii=False, indent=1).splitlines()
+                right = json.dumps(v["b"], ensure_ascii=False, indent=1).splitlines()
+                table = differ.make_table(left, right, "A", "B", context=True, numlines=2)
+                diffs.append(f"<h3>{esc(r['id'])}: {esc(name)}</h3><details><summary>request</summary><pre>"
+                             f"{esc(json.dumps(r['request'], ensure_ascii=False, indent=1))}</pre></details>{table}")
+        if r["errors"]:
+            diffs.append(f"<h3>{esc(r['id'])}: errors</h3><pre>{esc(json.dumps(r['errors'], indent=1))}</pre>")
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>tokenspec parity</title><style>
+body{{font-family:sans-serif;margin:2em}} table{{border-collapse:collapse}} td,th{{border:1px solid #ccc;padding:2px 6px}}
+.diff_add{{background:#aaffaa}} .diff_chg{{background:#ffff77}} .diff_sub{{background:#ffaaaa}} pre{{background:#f6f6f6}}
+</style></head><body><h1>tokenspec parity report</h1>
+<p>A: <code>{esc(report['a'])}</code><br>B: <code>{esc(report['b'])}</code><br>model <code>{esc(report['model'])}</code>,
+{report['cases']} cases (seed {report['seed']}), {report['errors']} with errors.</p>
+<h2>Agreement per field</h2><table><tr><th>field</th><th>agree</th><th>disagree</th><th>not comparable</th>
+<th>rate</th></tr>{rows}</table><h2>Disagreements</h2>{''.join(diffs) or '<p>none</p>'}</body></html>
+"""
+
+
+def run_parity(a_url: str, b_url: str, model: str | None, cases: int, seed: int, timeout: float
+               ) -> dict[str, Any]:
+    a_url, b_url = normalise_url(a_url), normalise_url(b_url)
+    for url in (a_url, b_url):
+        check_reachable(url)
+    model = model or served_model(a_url)
+    a, b = Server(a_url, timeout), Server(b_url, timeout)
+    results = [compare_case(case, a, b) for case in generate_cases(model, cases, seed)]
+    return to_json(a_url, b_url, model, seed, results)
+
+
+def parity_from_args(args: argparse.Namespace) -> int:
+    if args.cases < 1:
+        raise UsageError("--cases must be at least 1")
+    report = run_parity(args.a, args.b, args.model, args.cases, args.seed, args.timeout)
+    for name, v in report["agreement"].items():
+        print(f"{name:14} agree {v['agree']:3}  disagree {v['disagree']:3}  n/a {v['not_comparable']:3}"
+              f"  {_rate(v['rate'])}")
+    if args.report:
+        out = Path(args.report)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "parity.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+        (out / "parity.html").write_text(to_html(report))
+        print(f"parity report in {out}")
+    disagreements = sum(v["disagree"] for v in report["agreement"].values())
+    return 1 if disagreements or report["errors"] else 0
