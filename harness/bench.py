@@ -105,7 +105,7 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A plain aligned text table (floats to 2 decimals)."""
     cells = [[f"{c:.2f}" if isinstance(c, float) else str(c) for c in row] for row in [header, *rows]]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
              for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
@@ -324,7 +324,7 @@ def _measure_frontend(args: argparse.Namespace, name: str, tokenizer: Any, urls:
     print(f"same render token_ids: {same_render}; same derender content/reasoning: {same_derender}", flush=True)
 
     for _ in range(WARMUP):
-        for side, conn in conns.items():
+        for conn in conns.values():
             for path, data in payloads.values():
                 _post_ok(conn, path, data)
             conn.send("GET", "/health")

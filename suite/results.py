@@ -16,6 +16,7 @@ UNSUPPORTED_PREFIX = "unsupported: "
 
 @dataclass
 class TestResult:
+    __test__ = False  # not a pytest test class
     nodeid: str
     requirement_ids: list[str]
     level: str

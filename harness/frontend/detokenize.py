@@ -74,7 +74,7 @@ def decode_tokens(model: ModelFiles, window: DecodeWindow, token_ids: list[int],
     pieces = list(window.prev_tokens)
     prefix, read = window.prefix_offset, window.read_offset
     out: list[str] = []
-    for token_id, piece in zip(token_ids, all_pieces):
+    for token_id, piece in zip(token_ids, all_pieces, strict=True):
         if token_id not in special:  # a skipped special token still makes a step, with no new piece
             pieces.append(piece)
         prefix_text = to_text(pieces[prefix:read])

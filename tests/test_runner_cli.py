@@ -1,0 +1,72 @@
+"""The CLI's contract with users: bad input ends in one line on stderr and exit code 2, never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tokenspec.cli import main
+from tokenspec.errors import UsageError
+from tokenspec.target import normalise_url
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tokenspec", *args], capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "--target", "not a url"],
+        ["run", "--target", "ftp://example.com"],
+        ["run", "--target", "http://127.0.0.1:1"],  # nothing listens on port 1
+        ["run", "--target", "http://127.0.0.1:99999"],
+        ["spec", "drift", "--target", "http://127.0.0.1:1"],
+        ["parity", "--a", "http://127.0.0.1:1", "--b", "http://127.0.0.1:1"],
+    ],
+    ids=["garbage", "scheme", "unreachable", "bad-port", "drift-unreachable", "parity-unreachable"],
+)
+def test_usage_errors_are_one_line_and_exit_2(args: list[str]) -> None:
+    done = run_cli(*args)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tokenspec: error: "), done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_model_build_into_foreign_folder_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "precious.txt").write_text("do not overwrite")
+    done = run_cli("model", "build", str(tmp_path))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert (tmp_path / "precious.txt").read_text() == "do not overwrite"
+
+
+def test_model_build_prints_the_fingerprint(tmp_path: Path) -> None:
+    done = run_cli("model", "build", str(tmp_path / "m"))
+    assert done.returncode == 0, done.stderr
+    fingerprint = (tmp_path / "m" / "tokenspec-model.json").read_text()
+    assert done.stdout.split("fingerprint ")[1].rstrip(")\n") in fingerprint
+
+
+def test_missing_expectations_file_is_a_usage_error(tmp_path: Path) -> None:
+    from tokenspec.suite.expectations import load_expectations
+
+    with pytest.raises(UsageError, match="not found"):
+        load_expectations(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("expectations:\n  - test: x\n")
+    with pytest.raises(UsageError, match="needs `test` and `reason`"):
+        load_expectations(bad)
+
+
+def test_normalise_url_strips_the_trailing_slash() -> None:
+    assert normalise_url("http://127.0.0.1:8000/ ") == "http://127.0.0.1:8000"
+    with pytest.raises(UsageError):
+        normalise_url("http://host:8000/?q=1")
+
+
+def test_spec_lint_command_passes() -> None:
+    assert main(["spec", "lint"]) == 0
