@@ -25,9 +25,8 @@ def run_embedded(args: argparse.Namespace) -> int:
         print(f"reference server: frontend {server.frontend.url}, vLLM engine {server.engine.url}", flush=True)
         run_args = build_parser().parse_args([
             "run",
-            "--target", server.frontend.url,
-            "--engine", server.engine.url,
-            "--reference", server.engine.url,
+            "--target", server.frontend.url,  # render, derender, utilities and the checked generate route
+            "--reference", server.engine.url,  # vLLM's standard coupled endpoints
             "--tokenizer", str(model_dir),
             "--model", DEFAULT_MODEL_NAME,
             "--report", args.report,

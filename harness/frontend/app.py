@@ -9,7 +9,6 @@ must never see a traceback.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -24,36 +23,16 @@ from tokenspec.chat_template import ChatTemplateError, render_chat
 from tokenspec.harness.frontend import validation as schemas
 from tokenspec.harness.frontend.config import FrontendConfig
 from tokenspec.harness.frontend.derender import Derenderer
-from tokenspec.harness.frontend.errors import ApiError, bad_request, not_found_model, payload_too_large
+from tokenspec.harness.frontend.errors import ApiError, bad_request, not_found_model
 from tokenspec.harness.frontend.limits import check_chat_stream, check_generate_responses, check_prompt_ids
 from tokenspec.harness.frontend.model_files import ModelFiles
 from tokenspec.harness.frontend.render import Renderer, request_id_suffix
+from tokenspec.harness.frontend.request_body import read_json
 
 log = logging.getLogger(__name__)
 VERSION = "0.32.0"  # the vLLM version whose behaviour this frontend reproduces
 
 Handler = Callable[[dict[str, Any], Request], Any]
-
-
-async def read_json(request: Request, limit: int) -> Any:
-    """The parsed body; 413 past ``limit`` bytes (declared or actually sent), 400 for non-JSON."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise payload_too_large(limit)
-    content_type = request.headers.get("content-type", "")
-    if content_type.split(";")[0].strip().lower() != "application/json":
-        raise ApiError("Unsupported Media Type: Only 'application/json' is allowed", status=400,
-                       err_type="Bad Request")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise payload_too_large(limit)
-        chunks.append(chunk)
-    try:
-        return json.loads(b"".join(chunks))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ApiError(f"JSON decode error: {exc}", status=400, err_type="Bad Request") from exc
 
 
 class Frontend:
@@ -195,6 +174,7 @@ def create_app(config: FrontendConfig) -> Starlette:
         routes += [
             Route("/v1/chat/completions", gateway.route("chat"), methods=["POST"]),
             Route("/v1/completions", gateway.route("completions"), methods=["POST"]),
+            Route("/inference/v1/generate", gateway.generate, methods=["POST"]),
         ]
     app = Starlette(routes=routes)
     app.state.frontend = fe

@@ -167,10 +167,17 @@ class Derenderer:
     # -- streaming ----------------------------------------------------------------------------------------
 
     def _window_from(self, state: dict[str, Any]) -> DecodeWindow:
-        window = DecodeWindow(list(state["prev_tokens"]), state["prefix_offset"], state["read_offset"])
-        if not window.prefix_offset <= window.read_offset <= len(window.prev_tokens):
+        return DecodeWindow(list(state["prev_tokens"]), state["prefix_offset"], state["read_offset"])
+
+    @staticmethod
+    def _check_state(state: dict[str, Any]) -> None:
+        """A carried state must be internally consistent, whichever path will read it (STREAM-013):
+        a client that tampers with it gets a 400, never text silently lost or a 5xx."""
+        if not 0 <= state["prefix_offset"] <= state["read_offset"] <= len(state["prev_tokens"]):
             raise bad_request("invalid stream_state: decode window offsets out of range")
-        return window
+        lens = state["output_chunk_lens"]
+        if any(n <= 0 for n in lens) or sum(lens) != len(state["output_token_ids"]):
+            raise bad_request("invalid stream_state: output_chunk_lens do not add up to output_token_ids")
 
     def _held_text(self, state: dict[str, Any], window: DecodeWindow, ids: list[int], choice: dict[str, Any],
                    request: dict[str, Any] | None, skip: bool) -> str:
@@ -202,6 +209,7 @@ class Derenderer:
             prompt_ids = chunk.get("prompt_token_ids")
         carried = body.get("stream_state")
         state = {**new_stream_state(), **(carried or {})}
+        self._check_state(state)
         choices = []
         if self.parsers_on:
             choice_out, state = self._chat_stream_parsed(chunk, state, chat_request, prompt_ids)
@@ -294,6 +302,7 @@ class Derenderer:
         skip = self._decode_flags(body.get("completion_request"), keep_special=False)
         carried = body.get("stream_state")
         state = {**new_stream_state(), **(carried or {})}
+        self._check_state(state)
         prompt_ids = body.get("prompt_token_ids")
         if prompt_ids is None:
             prompt_ids = chunk.get("prompt_token_ids")

@@ -9,6 +9,10 @@ so each failure has its own answer, always the OpenAI error object and never a h
 - the engine is unreachable or answers 5xx: 502; it does not answer within ``engine_timeout``: 504;
 - more requests in flight than ``max_concurrency``: 503 at once, rather than an unbounded queue.
 
+``/inference/v1/generate`` is also served here, as a checked pass-through: the frontend is the public face
+of the bundled reference server, so it applies the spec's input checks (body size, JSON, shape, token IDs
+inside the vocabulary) before any work reaches the engine, and every refusal is the OpenAI error object.
+
 A failure after a stream has started keeps HTTP 200 and sends the error object as an SSE event before
 ``[DONE]``, as vLLM's own streams do.
 """
@@ -27,6 +31,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from tokenspec.harness.frontend import validation as schemas
 from tokenspec.harness.frontend.errors import ApiError
 from tokenspec.harness.frontend.render import request_id_suffix
+from tokenspec.harness.frontend.request_body import read_json
 
 if TYPE_CHECKING:
     from tokenspec.harness.frontend.app import Frontend
@@ -107,6 +112,33 @@ class Gateway:
 
     # -- routes -----------------------------------------------------------------------------------------
 
+    async def generate(self, request: Request) -> Response:
+        """Checked pass-through of ``/inference/v1/generate`` to the engine (JSON or SSE)."""
+        try:
+            body = await read_json(request, self.fe.config.max_body_bytes)
+            schemas.check_shape(body, schemas.GENERATE_REQUEST)
+            self.fe.check_model(body)
+            vocab = self.fe.model.vocab_size
+            if (bad := next((t for t in body["token_ids"] if t >= vocab), None)) is not None:
+                raise ApiError(f"Token id {bad} is out of vocabulary", param="token_ids")
+            if not body.get("stream"):
+                return JSONResponse(await self._generate(body))
+            resp = await self._open_stream(body)
+        except ApiError as err:
+            return err.response()
+        except Exception as exc:  # noqa: BLE001 - no traceback ever reaches a client
+            return ApiError(f"the request could not be processed: {type(exc).__name__}").response()
+
+        async def relay() -> AsyncIterator[bytes]:
+            try:
+                async for event in self._events(resp):
+                    yield _sse(event)
+            except ApiError as err:
+                yield _sse(err.body())
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(relay(), media_type="text/event-stream")
+
     def route(self, kind: str):
         async def handle(request: Request) -> Response:
             if self.max_concurrency is not None and self.in_flight >= self.max_concurrency:
@@ -115,8 +147,6 @@ class Gateway:
             self.in_flight += 1
             streaming = False
             try:
-                from tokenspec.harness.frontend.app import read_json
-
                 body = await read_json(request, self.fe.config.max_body_bytes)
                 schemas.check_shape(body, schemas.CHAT_REQUEST if kind == "chat" else schemas.COMPLETION_REQUEST)
                 self.fe.check_model(body)

@@ -123,10 +123,15 @@ class Renderer:
                 params[name] = body[name]
         stop = body.get("stop")
         params["stop"] = [stop] if isinstance(stop, str) else list(stop or [])
-        params["stop_token_ids"] = list(body.get("stop_token_ids") or [])
+        params["stop_token_ids"] = list(dict.fromkeys(body.get("stop_token_ids") or []))  # deduplicated, as vLLM
         requested = body.get("max_completion_tokens") if chat else None
+        field = "max_completion_tokens"
         if requested is None:
-            requested = body.get("max_tokens")
+            requested, field = body.get("max_tokens"), "max_tokens"
+        if isinstance(requested, int) and requested > self.config.max_model_len:  # vLLM rejects, never clips
+            raise bad_request(f"{field}={requested} cannot be greater than max_model_len={self.config.max_model_len}."
+                              f" Please request fewer output tokens. (parameter={field}, value={requested})",
+                              param=field)
         if requested is None and not chat and "max_tokens" not in body:
             requested = 16
         room = self.config.max_model_len - prompt_len

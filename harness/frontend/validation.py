@@ -125,6 +125,11 @@ TOKENIZE = {"type": "object", "properties": {
     "return_token_strs": _opt(_BOOL), "chat_template_kwargs": _opt({"type": "object"}),
     "tools": _opt({"type": "array", "items": _TOOL})},
     "anyOf": [{"required": ["prompt"]}, {"required": ["messages"]}]}
+GENERATE_REQUEST = {"type": "object", "required": ["token_ids", "sampling_params"], "properties": {
+    "token_ids": {**_IDS, "minItems": 1}, "sampling_params": {"type": "object", "properties": {
+        k: v for k, v in _SAMPLING_FIELDS.items() if k not in ("model", "request_id", "stream", "stream_options")}},
+    "model": _opt(_STR), "request_id": _opt(_STR), "stream": _opt(_BOOL),
+    "output_mode": _opt({"enum": ["tokens", "text"]})}}
 DETOKENIZE = {"type": "object", "required": ["tokens"], "properties": {"model": _opt(_STR), "tokens": _IDS}}
 
 _ITEMS = Draft202012Validator.VALIDATORS["items"]

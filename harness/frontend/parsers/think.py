@@ -25,6 +25,7 @@ class ThinkReasoningParser:
         self._text = ""
         self._reasoning_sent = 0
         self._content_start: int | None = None if self.enabled else 0
+        self._content_sent = 0  # length of the cleaned content already returned (thinking enabled only)
 
     @staticmethod
     def _end_of_reasoning(text: str) -> tuple[int, int] | None:
@@ -51,7 +52,9 @@ class ThinkReasoningParser:
         """
         self._text += delta
         if self._content_start is not None:
-            return "", delta
+            if not self.enabled:
+                return "", delta
+            return "", self._new_content(finished)
         end = self._end_of_reasoning(self._text)
         if end is None:
             body = self._text
@@ -65,4 +68,17 @@ class ThinkReasoningParser:
         if end is None:
             return new_reasoning, ""
         self._content_start = end[1]
-        return new_reasoning, self._text[end[1]:]
+        return new_reasoning, self._new_content(finished)
+
+    def _new_content(self, finished: bool) -> str:
+        """Content not yet returned, with later ``</think>`` markers dropped as ``split`` drops them.
+
+        A tail that may be the start of ``</think>`` is held back until it is decided (or the output ends).
+        """
+        assert self._content_start is not None
+        body = self._text[self._content_start:]
+        hold = 0 if finished else partial_suffix(body, THINK_END)
+        cleaned = body[: len(body) - hold].replace(THINK_END, "")
+        new = cleaned[self._content_sent:]
+        self._content_sent = len(cleaned)
+        return new
