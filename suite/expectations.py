@@ -29,7 +29,8 @@ class Expectation:
     link: str | None = None
 
     def matches(self, nodeid: str) -> bool:
-        local = nodeid.split("/")[-1] if "/" in nodeid else nodeid
+        path, sep, rest = nodeid.partition("::")
+        local = path.rsplit("/", 1)[-1] + sep + rest  # "suite/test_x.py::t[a/b]" -> "test_x.py::t[a/b]"
         if self.test.endswith(("::", "/")):
             return local.startswith(self.test) or nodeid.startswith(self.test)
         return local == self.test or nodeid == self.test or local.split("[")[0] == self.test

@@ -46,6 +46,42 @@ Known vLLM deviations
    ``chatcmpl-tool-<16 hex>``), ``"finish_reason": "tool_calls"``. The same ids streamed through vLLM's
    derender end with ``"finish_reason": "tool_calls"``.
 
+2. ``reasoning_parser_kwargs.chat_template_kwargs`` always carries ``"cohere_format": "cmd4"`` (counted as
+   ``vllm_cohere_format_default``): the ``--cohere-format`` server default (documented "Cohere
+   --tokenizer-mode cohere only") is merged into every request's template kwargs on a non-Cohere model.
+   ``{"messages": [{"role": "user", "content": "0"}]}`` → vLLM ``{"chat_template_kwargs": {"cohere_format":
+   "cmd4", "add_generation_prompt": true, "continue_final_message": false}}``; ours without ``cohere_format``.
+
+3. Greedy sampling drops the request's ``top_p`` / ``top_k`` / ``min_p`` (counted as
+   ``vllm_greedy_drops_sampling_field``): SamplingParams.__post_init__ resets them to 1.0/0/0.0 when
+   temperature < 1e-5, so ``{"messages": [...], "temperature": 0.0, "top_p": 0.5}`` renders to vLLM
+   sampling_params without ``top_p``; ours keeps ``"top_p": 0.5``, as RENDER-006 requires (every sampling
+   parameter the request sets appears with the same value). The engine samples greedily either way.
+
+4. Open, not yet attributed (counted as ``special_token_text``, normalised by deleting the special-token
+   texts ``<|im_end|>``, ``<|im_start|>``, ``<|endoftext|>`` from content and reasoning on both sides): with the
+   qwen3 parser active, vLLM 0.32's parser engine drops these tokens from reasoning and content (``'0<|im_end|>0'``
+   → reasoning ``"00"``; ours ``"0<|im_end|>0"``), while with ``enable_thinking: false`` it keeps them
+   (``'</tool_call><|im_end|>'`` → content ``"</tool_call><|im_end|>"``) where ours now hides a final EOS.
+   Which is right needs a spec decision; an engine stops at ``<|im_end|>`` (EOS), so only a trailing one is
+   realistic.
+
+5. Streaming chat derender keeps a later ``</think>`` in content when it arrives in a different chunk from the
+   first one (counted as ``vllm_stream_keeps_later_think_end``): ``'0</think>\n\n<think>0</think>'`` split
+   into 2 + 4 tokens, ``include_reasoning: false`` → vLLM content ``"\n\n<think>0</think>"``, ours
+   ``"\n\n<think>0"``. vLLM's own non-stream derender and the same ids streamed in one chunk give
+   ``"\n\n<think>0"`` (its qwen3 grammar absorbs a duplicate ``</think>`` in content), so the answer depends on
+   chunking.
+
+6. Streaming chat derender appends ``"{}"`` to the previous call's arguments when the output ends inside an
+   unterminated ``<tool_call>`` (counted as ``vllm_stream_appends_empty_arguments``):
+   ``'0<tool_call>\n{"name": "get_weather", "arguments": {"city": "0"}}\n</tool_call><tool_call>'`` in one
+   chunk, finish "stop" → vLLM's concatenated arguments for index 0 are ``'{"city": "0"}{}'`` (not JSON);
+   ours ``'{"city": "0"}'``. Related, NOT yet normalised (the stream test still fails on it): a call without
+   ``"arguments"`` (``'<tool_call>{"name": "get_weather"}</tool_call>'``) streams arguments ``"{}"`` from vLLM
+   when sent as one chunk, but no arguments when followed by an empty final chunk; ours streams the name with
+   no arguments; both non-stream derenders leave such a call as plain content.
+
 Tool-call ids are random on both sides and not compared (vLLM's non-stream derender spells them as 16 bare
 hex digits, its streaming derender and ours as ``chatcmpl-tool-<hex>``).
 """
@@ -59,11 +95,11 @@ from typing import Any
 
 import httpx
 import pytest
+from frontend_server import running_frontend
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
-from frontend_server import running_frontend
 from tokenspec.harness.frontend import FrontendConfig
 from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME
 from tokenspec.suite.builders import TOOL
@@ -95,7 +131,8 @@ SAMPLING_DEFAULTS: dict[str, Any] = {
 }
 # Our deliberate differences; any other kind of difference fails at once (see the module docstring).
 KNOWN_DIFFERENCES = {"explicit_default_written", "finish_reason_tool_calls", "vllm_cohere_format_default",
-                     "vllm_greedy_drops_sampling_field", "special_token_text"}
+                     "vllm_greedy_drops_sampling_field", "special_token_text",
+                     "vllm_stream_keeps_later_think_end", "vllm_stream_appends_empty_arguments"}
 TOOL_NAME = TOOL["function"]["name"]
 
 
@@ -536,7 +573,7 @@ def test_completions_derender_parity(pair: Pair, tok: Tokenizer) -> None:
 
 def split(ids: list[int], cuts: list[int]) -> list[list[int]]:
     points = sorted({c % (len(ids) + 1) for c in cuts} | {0, len(ids)})
-    return [ids[i:j] for i, j in zip(points, points[1:]) if j > i]
+    return [ids[i:j] for i, j in zip(points, points[1:], strict=False) if j > i]
 
 
 class StreamSum:
@@ -608,6 +645,7 @@ def stream_through(pair: Pair, path: str, bodies: list[dict[str, Any]], chat: bo
 
 def test_stream_chat_derender_parity(pair: Pair, tok: Tokenizer, prompts: dict[str, list[int]]) -> None:
     outcomes: Counter[str] = Counter()
+    hits: Counter[str] = Counter()
 
     @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(case=stream_cases())
@@ -627,10 +665,21 @@ def test_stream_chat_derender_parity(pair: Pair, tok: Tokenizer, prompts: dict[s
         if va["calls"]:
             outcomes["with tool calls"] += 1
             outcomes[f"final finish_reason {va['finish'][-1][0]}"] += 1
+        for index, call in va["calls"].items():
+            ours_call = vb["calls"].get(index)
+            if call[2] != (ours_call or (0, 0, 0))[2] and isinstance(call[2], tuple) and call[2][1].endswith("{}") \
+                    and ours_call is not None and json.loads(call[2][1][:-2]) == ours_call[2]:
+                hits["vllm_stream_appends_empty_arguments"] += 1  # vLLM deviation 6 (module docstring)
+                va["calls"][index] = ours_call
+        if va != vb and va["content"].replace("</think>", "") == vb["content"] and {**va, "content": ""} == \
+                {**vb, "content": ""}:
+            hits["vllm_stream_keeps_later_think_end"] += 1  # vLLM deviation 5 (module docstring)
+            va["content"] = vb["content"]
         assert va == vb, f"output {output!r} split {[len(p) for p in pieces]}\nchat_request {chat}"
 
     check()
-    print(f"stream chat derender: {dict(outcomes)}")
+    print(f"stream chat derender: {dict(outcomes)}, known differences {dict(hits)}")
+    assert set(hits) <= KNOWN_DIFFERENCES
     assert outcomes["with tool calls"] >= 5, outcomes
 
 

@@ -38,6 +38,7 @@ def test_expectations_match_exact_ids_parametrised_ids_and_prefixes() -> None:
     assert not exact.matches("test_render.py::test_ab")
     assert prefix.matches("test_render.py::test_zzz")
     assert find([exact], "test_derender.py::test_a") is None
+    assert exact.matches("suite/test_render.py::test_a[path-/v1/x]"), "parameters may contain slashes"
 
 
 def test_reports_have_the_documented_shape(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import tempfile
 from pathlib import Path
 
@@ -47,10 +48,13 @@ def pytest_args(args: argparse.Namespace, report_dir: Path) -> list[str]:
         ("--tokenspec-model", args.model),
         ("--tokenspec-tokenizer", args.tokenizer),
         ("--tokenspec-expectations", args.expectations),
-        ("--tokenspec-seed", None if args.seed is None else str(args.seed)),
     ):
         if value:
             out += [flag, value]
+    # One seed drives hypothesis (every property test) and schemathesis; it is printed in the report header
+    # and recorded in report.json, and `--seed` replays the same examples.
+    seed = args.seed if args.seed is not None else random.randrange(1 << 31)
+    out += ["--tokenspec-seed", str(seed), f"--hypothesis-seed={seed}"]
     if str(args.workers) not in ("0", "1"):
         out += ["-n", str(args.workers), "--dist", "loadgroup"]
     if args.keyword:
