@@ -163,6 +163,13 @@ def _outcome(report: pytest.TestReport) -> str:
 
 
 def _message(report: pytest.TestReport) -> str:
+    if getattr(report, "wasxfail", None) and report.skipped:
+        observed = _message_of(report).splitlines()[0][:300] if report.longrepr else ""
+        return f"expected: {report.wasxfail}; observed: {observed}"
+    return _message_of(report)
+
+
+def _message_of(report: pytest.TestReport) -> str:
     if isinstance(report.longrepr, tuple):
         return str(report.longrepr[2]).removeprefix("Skipped: ")
     if report.longrepr is None:
