@@ -50,21 +50,11 @@ a ``tojson`` filter that is ``json.dumps(value, ensure_ascii=False)``):
 - ``add_generation_prompt`` appends ``<|im_start|>assistant\\n``, and ``<think>\\n\\n</think>\\n\\n`` after
   it when ``enable_thinking`` is passed and is exactly ``false``.
 
-The tokenizer fingerprint (``tokenizer_fingerprint``) is the hex sha256 of the UTF-8 bytes of
-``json.dumps(doc, sort_keys=True, ensure_ascii=False, separators=(",", ":"))`` where ``doc`` is::
-
-    {"tokenizer_json_sha256": <hex sha256 of the tokenizer.json bytes>,
-     "chat_template": <tokenizer_config.json "chat_template">,
-     "special_tokens": {"bos_token", "eos_token", "pad_token", "unk_token": <tokenizer_config.json values>,
-                        "added_tokens_decoder": <tokenizer_config.json "added_tokens_decoder">}}
-
-so it changes whenever token ids, the template or the special-token settings change: exactly what decides
-whether two render paths can agree on token ids.
+The tokenizer fingerprint is defined in ``tokenspec.fingerprint`` (it applies to any model folder).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -76,6 +66,8 @@ from safetensors.numpy import save_file
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
 from tokenspec.errors import UsageError
+from tokenspec.fingerprint import fingerprint_of, tokenizer_fingerprint
+from tokenspec.fingerprint import sha256 as _sha256
 
 __all__ = ["BuildResult", "DEFAULT_MODEL_NAME", "MODEL_VERSION", "build", "tokenizer_fingerprint"]
 
@@ -254,39 +246,6 @@ def _json_bytes(doc: dict) -> bytes:
     return (json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _fingerprint(tokenizer_json: bytes, config: dict) -> str:
-    doc = {
-        "tokenizer_json_sha256": _sha256(tokenizer_json),
-        "chat_template": config.get("chat_template"),
-        "special_tokens": {
-            "bos_token": config.get("bos_token"),
-            "eos_token": config.get("eos_token"),
-            "pad_token": config.get("pad_token"),
-            "unk_token": config.get("unk_token"),
-            "added_tokens_decoder": config.get("added_tokens_decoder"),
-        },
-    }
-    canonical = json.dumps(doc, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return _sha256(canonical.encode("utf-8"))
-
-
-def tokenizer_fingerprint(model_dir: Path) -> str:
-    """Recompute the fingerprint (see the module docstring) from tokenizer.json and tokenizer_config.json."""
-    model_dir = Path(model_dir)
-    try:
-        tokenizer_json = (model_dir / "tokenizer.json").read_bytes()
-        config = json.loads((model_dir / "tokenizer_config.json").read_bytes().decode("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{model_dir} is not a model folder with a readable tokenizer ({exc})") from exc
-    if not isinstance(config, dict):
-        raise UsageError(f"{model_dir / 'tokenizer_config.json'} is not a JSON object")
-    return _fingerprint(tokenizer_json, config)
-
-
 def _prepare_out_dir(out_dir: Path) -> None:
     """Refuse anything that is not an empty folder, a missing one, or an earlier tokenspec build."""
     if out_dir.exists() and not out_dir.is_dir():
@@ -324,7 +283,7 @@ def build(out_dir: Path) -> BuildResult:
 
     tokenizer_json = (tokenizer.to_str(pretty=True) + "\n").encode("utf-8")
     tok_config = _tokenizer_config(tokenizer, template)
-    fingerprint = _fingerprint(tokenizer_json, tok_config)
+    fingerprint = fingerprint_of(tokenizer_json, tok_config)
     special_map = {
         "eos_token": {"content": EOS_TOKEN, "lstrip": False, "normalized": False, "rstrip": False,
                       "single_word": False},

@@ -25,6 +25,14 @@ def _model_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _golden_build(args: argparse.Namespace) -> int:
+    from tokenspec.golden_cases import GOLDEN_DIR, build_golden
+
+    path = build_golden(Path(args.dir), Path(args.out) if args.out else GOLDEN_DIR)
+    print(f"golden cases written to {path}")
+    return 0
+
+
 def _spec_lint(args: argparse.Namespace) -> int:
     from tokenspec.specs.lint import lint
 
@@ -150,6 +158,13 @@ def build_parser() -> argparse.ArgumentParser:
     build = model.add_parser("build", help="write the tiny chat model into DIR")
     build.add_argument("dir")
     build.set_defaults(handler=_model_build)
+
+    golden = sub.add_parser("golden", help="golden cases keyed by tokenizer fingerprint")
+    golden_sub = golden.add_subparsers(dest="action", required=True)
+    golden_build = golden_sub.add_parser("build", help="make golden/cases.yaml token-level for a model folder")
+    golden_build.add_argument("dir")
+    golden_build.add_argument("--out", help="golden folder (default: the installed golden/)")
+    golden_build.set_defaults(handler=_golden_build)
 
     spec = sub.add_parser("spec", help="the OpenAPI documents and requirement catalogue")
     spec_sub = spec.add_subparsers(dest="action", required=True)

@@ -1,0 +1,27 @@
+"""Golden files: deterministic, current for the embedded model, and keyed by tokenizer fingerprint."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tokenspec.golden_cases import GOLDEN_DIR, build_golden, find_golden
+
+
+def test_committed_golden_file_is_current(tiny_model, tmp_path: Path) -> None:
+    fresh = build_golden(tiny_model.model_dir, tmp_path)
+    committed = GOLDEN_DIR / fresh.parent.name / fresh.name
+    assert committed.is_file(), f"run `tokenspec golden build` for the tiny model: {committed} is missing"
+    assert json.loads(committed.read_text()) == json.loads(fresh.read_text())
+
+
+def test_golden_lookup_uses_the_fingerprint(tiny_model, tmp_path: Path) -> None:
+    assert find_golden(tiny_model.model_dir)["tokenizer_fingerprint"] == tiny_model.fingerprint
+    other = tmp_path / "other"
+    other.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (other / name).write_bytes((tiny_model.model_dir / name).read_bytes())
+    config = json.loads((other / "tokenizer_config.json").read_text())
+    config["chat_template"] += " "
+    (other / "tokenizer_config.json").write_text(json.dumps(config))
+    assert find_golden(other) is None, "a changed template must not match the tiny model's golden file"

@@ -1,0 +1,74 @@
+"""Golden cases: hand-written expectations (``golden/cases.yaml``) made token-level for one tokenizer.
+
+``build_golden(model_dir)`` encodes the cases with that model's tokenizer and chat template and writes
+``golden/<model>/<fingerprint>.json``; ``find_golden(model_dir)`` returns the file for a tokenizer, if one
+was built. Keying by the tokenizer fingerprint means a golden file can never be applied to a server whose
+token IDs would legitimately differ.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tokenspec import __version__
+from tokenspec.chat_template import ChatTemplate
+from tokenspec.fingerprint import tokenizer_fingerprint
+
+GOLDEN_DIR = Path(str(resources.files("tokenspec.golden")))
+
+
+def _model_name(model_dir: Path) -> str:
+    marker = model_dir / "tokenspec-model.json"
+    if marker.is_file():
+        return str(json.loads(marker.read_text())["name"])
+    return model_dir.name
+
+
+def _eos(model_dir: Path) -> str | None:
+    config = json.loads((model_dir / "tokenizer_config.json").read_text())
+    eos = config.get("eos_token")
+    return eos.get("content") if isinstance(eos, dict) else eos
+
+
+def build_golden(model_dir: Path, out_dir: Path = GOLDEN_DIR) -> Path:
+    from tokenizers import Tokenizer
+
+    model_dir = Path(model_dir)
+    fingerprint = tokenizer_fingerprint(model_dir)
+    tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    template = ChatTemplate.from_model_dir(model_dir)
+    source = yaml.safe_load((GOLDEN_DIR / "cases.yaml").read_text())
+    cases: list[dict[str, Any]] = []
+    for case in source["render"]:
+        request = case["request"]
+        text = template.render(request["messages"], tools=request.get("tools"), add_generation_prompt=True,
+                               **(request.get("chat_template_kwargs") or {}))
+        ids = tokenizer.encode(text, add_special_tokens=False).ids
+        cases.append({"id": case["id"], "kind": "render", "requirements": case["requirements"],
+                      "feature": case.get("feature"), "request": request, "expect": {"token_ids": ids}})
+    for case in source["derender"]:
+        ids = tokenizer.encode(case["output"], add_special_tokens=False).ids
+        if case.get("append_eos"):
+            ids.append(tokenizer.token_to_id(_eos(model_dir)))
+        request = {"messages": [{"role": "user", "content": "Hello"}], **case["chat_request"]}
+        cases.append({"id": case["id"], "kind": "derender", "requirements": case["requirements"],
+                      "feature": case.get("feature"), "request": request, "token_ids": ids,
+                      "expect": case["expect"]})
+    target = out_dir / _model_name(model_dir) / f"{fingerprint}.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"model": _model_name(model_dir), "tokenizer_fingerprint": fingerprint,
+           "tokenspec_version": __version__, "cases": cases}
+    target.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+    return target
+
+
+def find_golden(model_dir: Path, golden_dir: Path = GOLDEN_DIR) -> dict[str, Any] | None:
+    fingerprint = tokenizer_fingerprint(Path(model_dir))
+    for path in sorted(golden_dir.glob(f"*/{fingerprint}.json")):
+        return json.loads(path.read_text())
+    return None
