@@ -229,6 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     embedded.add_argument("--work", default=None, help="folder for the model and logs (default: a cache folder)")
     embedded.add_argument("-n", "--workers", default="2")
     embedded.add_argument("--max-examples", type=int, default=25)
+    embedded.add_argument("--seed", type=int, help="hypothesis/schemathesis seed (default: random, printed)")
     embedded.set_defaults(handler=_embedded)
     return parser
 

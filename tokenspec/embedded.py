@@ -32,5 +32,6 @@ def run_embedded(args: argparse.Namespace) -> int:
             "--report", args.report,
             "-n", str(args.workers),
             "--max-examples", str(args.max_examples),
+            *(["--seed", str(args.seed)] if args.seed is not None else []),
         ])
         return run_from_args(run_args)

@@ -1,0 +1,62 @@
+"""The conformance suite end to end, as users run it: against real vLLM and against the bundled reference
+server. Both runs use a fixed seed so hypothesis and schemathesis draw the same examples every time."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME
+
+pytestmark = pytest.mark.vllm
+
+ROOT = Path(__file__).resolve().parents[1]
+SEED = "20261129"
+
+
+def tokenspec(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tokenspec", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+
+
+def read_report(folder: Path) -> dict:
+    for name in ("report.json", "junit.xml", "summary.md"):
+        assert (folder / name).is_file(), f"{name} missing"
+    return json.loads((folder / "report.json").read_text())
+
+
+def unexpected(report: dict) -> list[str]:
+    return [f"{t['nodeid']} {t['outcome']}: {t['message'][:300]}" for t in report["tests"]
+            if t["outcome"] in ("failed", "error", "xpassed")]
+
+
+def test_suite_against_vllm_matches_its_expectations(vllm_render, vllm_engine, model_dir, tmp_path) -> None:
+    """vLLM's render server + engine: every failure is one the committed expectations file explains."""
+    out = tmp_path / "vllm"
+    done = tokenspec("run", "--target", vllm_render.url, "--engine", vllm_engine.url,
+                     "--reference", vllm_engine.url, "--tokenizer", str(model_dir),
+                     "--model", DEFAULT_MODEL_NAME, "--report", str(out), "-n", "2", "--max-examples", "10",
+                     "--seed", SEED, "--expectations", str(ROOT / "reports/expectations/vllm-0.32.0-cpu.yaml"))
+    report = read_report(out)
+    assert not unexpected(report), "\n".join(unexpected(report))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert report["summary"]["xfailed"] > 0, "vLLM's known violations must show up as expected failures"
+
+
+def test_embedded_main_job_passes_at_must_and_should(tmp_path) -> None:
+    """The README's main job: tiny model + bundled reference server (frontend + vLLM engine) + the whole
+    suite, parity included (vLLM's coupled endpoint as reference). Nothing may fail or be unsupported."""
+    out = tmp_path / "embedded"
+    done = tokenspec("embedded", "--report", str(out), "--work", str(tmp_path / "work"), "-n", "2",
+                     "--max-examples", "10", "--seed", SEED, timeout=1200)
+    report = read_report(out)
+    assert not unexpected(report), "\n".join(unexpected(report))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    summary = report["summary"]
+    assert summary["unsupported"] == 0 and summary["skipped"] == 0, "every capability must be exercised"
+    assert summary["by_level"]["MUST"]["failed"] == 0 and summary["by_level"]["SHOULD"]["failed"] == 0
+    assert any(t["nodeid"].startswith("test_parity.py") and t["outcome"] == "passed" for t in report["tests"])
