@@ -464,8 +464,8 @@ async def load_test(url: str, name: str, clients: int, duration: float) -> LoadR
                 result.sent += 1
                 try:
                     outcome, ms = await _one_request(client, body)
-                except httpx.HTTPError as exc:
-                    result.exceptions[type(exc).__name__] += 1
+                except httpx.HTTPError as exc:  # no answer at all: named with the request kind, to diagnose
+                    result.exceptions[f"{type(exc).__name__} ({'stream' if body.get('stream') else 'plain'})"] += 1
                     continue
                 result.statuses[outcome] += 1
                 if outcome == "200":

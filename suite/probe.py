@@ -47,9 +47,16 @@ def probe(target: Target, codec: Codec) -> Capabilities:
         tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
         if _ok(c, f"{target.url}/v1/chat/completions/render", {"model": model, "messages": user, "tools": [tool]})[0]:
             caps.offered.add("tools")
-        native = [{"role": "user", "content": [{"type": "input_tokens", "token_ids": [1, 2]}]}]
-        if _ok(c, f"{target.url}/v1/chat/completions/render", {"model": model, "messages": native})[0]:
-            caps.offered.add("token-native")
+        # token-native needs the server's tokenizer_version (its /v1/models card) as the pin: an unpinned block
+        # must be refused (TOKNAT-002), so probing without it would never find the capability.
+        version = _tokenizer_version(c, target)
+        if version is None:
+            caps.notes["token-native"] = "the /v1/models card has no tokenizer_version"
+        else:
+            native = [{"role": "user", "content": [{"type": "input_tokens", "token_ids": [1, 2]}]}]
+            body = {"model": model, "messages": native, "tokenizer_version": version}
+            if _ok(c, f"{target.url}/v1/chat/completions/render", body)[0]:
+                caps.offered.add("token-native")
         if _ok(c, f"{target.url}/tokenize", {"model": model, "prompt": "Hello"})[0]:
             caps.offered.add("tokenize")
         if _ok(c, f"{target.url}/detokenize", {"model": model, "tokens": [1]})[0]:
@@ -104,6 +111,17 @@ def probe(target: Target, codec: Codec) -> Capabilities:
             except httpx.HTTPError as exc:
                 caps.notes["coupled"] = str(exc)
     return caps
+
+
+def _tokenizer_version(c: httpx.Client, target: Target) -> str | None:
+    """The target's ``tokenizer_version`` from the card of its model on ``/v1/models``, if it reports one."""
+    try:
+        cards = c.get(f"{target.url}/v1/models").json()["data"]
+        card = next((card for card in cards if isinstance(card, dict) and card.get("id") == target.model), None)
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        return None
+    version = (card or {}).get("tokenizer_version")
+    return version if isinstance(version, str) and version else None
 
 
 def _probe_generate(c: httpx.Client, target: Target, rendered: dict, caps: Capabilities) -> None:

@@ -375,3 +375,28 @@ def test_service_endpoints(server_url):
         ids = http.post("/tokenize", json={"prompt": "hello world"}).json()["tokens"]
         assert http.post("/detokenize", json={"tokens": ids}).json() == {"prompt": "hello world"}
         assert_error(http.post("/detokenize", json={"tokens": [10**6]}), 400)
+
+
+def test_whole_output_decode_equals_the_incremental_loop() -> None:
+    """decode_all's one-call fast path must give exactly the incremental decoder's text."""
+    import random
+    import tempfile
+    from pathlib import Path
+
+    from tokenspec.harness.frontend.detokenize import decode_all, decode_tokens, seed_window
+    from tokenspec.harness.frontend.model_files import ModelFiles
+    from tokenspec.harness.tinymodel import build
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model = ModelFiles.load(build(Path(tmp) / "m").model_dir)
+    rng = random.Random(7)
+    texts = ["Hello 😀 wörld", "東京 👍🏽 🇫🇷", "plain ascii", "<think>x</think>y", "a\ufffdb"]
+    for _ in range(400):
+        ids = model.encode(rng.choice(texts) + rng.choice(texts), add_special_tokens=False)
+        cut = rng.randrange(len(ids) + 1)
+        ids = ids[:cut] + [rng.randrange(model.vocab_size)] * rng.randrange(3)
+        prompt = model.encode(rng.choice(texts), add_special_tokens=False) if rng.random() < 0.7 else None
+        for skip in (True, False):
+            slow = decode_tokens(model, seed_window(model, prompt, skip), ids, skip)
+            fast = decode_all(model, seed_window(model, prompt, skip), ids, skip)
+            assert fast == slow, (ids, prompt, skip)

@@ -28,6 +28,7 @@ from tokenspec.harness.frontend.limits import check_chat_stream, check_generate_
 from tokenspec.harness.frontend.model_files import ModelFiles
 from tokenspec.harness.frontend.render import Renderer, request_id_suffix
 from tokenspec.harness.frontend.request_body import read_json
+from tokenspec.harness.frontend.token_native import server_tokenizer_version
 
 log = logging.getLogger(__name__)
 VERSION = "0.32.0"  # the vLLM version whose behaviour this frontend reproduces
@@ -41,7 +42,8 @@ class Frontend:
     def __init__(self, config: FrontendConfig) -> None:
         self.config = config
         self.model = ModelFiles.load(config.model_dir)
-        self.renderer = Renderer(config, self.model)
+        self.tokenizer_version = server_tokenizer_version(config.model_dir)  # once, at start-up (TOKNAT-008)
+        self.renderer = Renderer(config, self.model, self.tokenizer_version)
         self.derenderer = Derenderer(config, self.model)
 
     def check_model(self, body: dict[str, Any]) -> str:
@@ -130,7 +132,8 @@ class Frontend:
         name = self.config.model_name
         return JSONResponse({"object": "list", "data": [{
             "id": name, "object": "model", "created": 0, "owned_by": "tokenspec",
-            "root": str(self.config.model_dir), "parent": None, "max_model_len": self.config.max_model_len}]})
+            "root": str(self.config.model_dir), "parent": None, "max_model_len": self.config.max_model_len,
+            "tokenizer_version": self.tokenizer_version}]})
 
 
 PATHS = ["/v1/chat/completions/render", "/v1/completions/render", "/v1/chat/completions/derender",

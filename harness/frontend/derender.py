@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from tokenspec.harness.frontend.config import FrontendConfig
-from tokenspec.harness.frontend.detokenize import DecodeWindow, decode_tokens, seed_window
+from tokenspec.harness.frontend.detokenize import DecodeWindow, decode_all, decode_tokens, seed_window
 from tokenspec.harness.frontend.errors import bad_request
 from tokenspec.harness.frontend.logprobs import CONTEXT_WINDOW, chat_logprobs, completion_logprobs
 from tokenspec.harness.frontend.model_files import ModelFiles
@@ -85,7 +85,7 @@ class Derenderer:
                 raise bad_request(f"choice {choice['index']} has empty or null token_ids")
             keep = include_stop(chat_request)
             shown = text_ids(ids, choice, self.model.all_special_ids, keep)
-            text = decode_tokens(self.model, seed_window(self.model, seed_ids, skip), shown, skip)
+            text = decode_all(self.model, seed_window(self.model, seed_ids, skip), shown, skip)
             text = cut_at_stop_string(text, choice.get("stop_reason"), keep)
             finish = choice.get("finish_reason", "stop")
             message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None,
@@ -141,7 +141,7 @@ class Derenderer:
                                       "empty or null token_ids")
                 keep = include_stop(body.get("completion_request"))
                 shown = text_ids(ids, choice, self.model.all_special_ids, keep)
-                text = decode_tokens(self.model, seed_window(self.model, seed_ids, skip), shown, skip)
+                text = decode_all(self.model, seed_window(self.model, seed_ids, skip), shown, skip)
                 text = cut_at_stop_string(text, choice.get("stop_reason"), keep)
                 lps = choice.get("logprobs")
                 wanted = top_logprobs_wanted(body.get("completion_request"), False)

@@ -86,3 +86,23 @@ def decode_tokens(model: ModelFiles, window: DecodeWindow, token_ids: list[int],
     window.read_offset = read - prefix
     window.prefix_offset = 0
     return "".join(out)
+
+
+def decode_all(model: ModelFiles, window: DecodeWindow, token_ids: list[int], skip_special_tokens: bool) -> str:
+    """What ``decode_tokens`` returns for a whole (non-streamed) output, usually in one decoder call.
+
+    When the window's text plus the output decodes without U+FFFD, no step of the incremental loop would
+    have held text back, and a byte-level decoder is concatenative at character boundaries, so one decode
+    of the whole run gives the same text. Otherwise (a split character anywhere, or a decoder whose output
+    for a prefix is not a prefix of the whole) the exact incremental loop runs. The window is consumed.
+    """
+    if not token_ids:
+        return ""
+    special = model.all_special_ids if skip_special_tokens else frozenset()
+    new = [p for t, p in zip(token_ids, model.ids_to_pieces(token_ids, False), strict=True) if t not in special]
+    pieces = window.prev_tokens
+    before = model.pieces_to_text(pieces[window.prefix_offset:window.read_offset])
+    whole = model.pieces_to_text(pieces[window.prefix_offset:] + new)
+    if REPLACEMENT_CHAR not in whole and whole.startswith(before) and window.read_offset == len(pieces):
+        return whole[len(before):]
+    return decode_tokens(model, window, token_ids, skip_special_tokens)

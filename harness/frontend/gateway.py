@@ -28,6 +28,7 @@ import httpx
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from tokenspec.harness.frontend import token_native
 from tokenspec.harness.frontend import validation as schemas
 from tokenspec.harness.frontend.errors import ApiError
 from tokenspec.harness.frontend.render import request_id_suffix
@@ -175,12 +176,19 @@ class Gateway:
             resp = await self._open_stream(gen_request)
             return StreamingResponse(self._chat_stream(resp, body, gen_request), media_type="text/event-stream")
         generated = await self._generate(gen_request)
-        out = self.fe.derenderer.chat(
-            {"generate_response": generated, "prompt_tokens": len(prompt_ids), "prompt_token_ids": prompt_ids,
-             "chat_request": body}, name)
+        if body.get("return_tokens_only"):  # TOKNAT-007: no decoding, no parsers
+            out = token_native.tokens_only_chat(self.fe.model, generated, body, len(prompt_ids), name)
+        else:
+            out = self.fe.derenderer.chat(
+                {"generate_response": generated, "prompt_tokens": len(prompt_ids), "prompt_token_ids": prompt_ids,
+                 "chat_request": body}, name)
         out["id"] = gen_request["request_id"]
-        if body.get("return_token_ids"):
+        if body.get("return_token_ids") or body.get("return_tokens_only"):
             out["prompt_token_ids"] = prompt_ids
+            for choice, source in zip(out["choices"], generated["choices"], strict=True):
+                choice["message"]["token_ids"] = list(source.get("token_ids") or [])  # TOKNAT-005
+        if token_native.is_token_native(body):
+            out["tokenizer_version"] = self.fe.tokenizer_version  # TOKNAT-008
         return JSONResponse(out)
 
     async def _chat_stream(self, resp: httpx.Response, body: dict[str, Any], gen_request: dict[str, Any]
@@ -188,18 +196,34 @@ class Gateway:
         prompt_ids = gen_request["token_ids"]
         name = body.get("model") or self.fe.config.model_name
         states: dict[int, dict[str, Any]] = {}
+        tokens_only = bool(body.get("return_tokens_only"))
+        delta_ids = tokens_only or bool(body.get("return_token_ids"))
+        version = self.fe.tokenizer_version if token_native.is_token_native(body) else None
         try:
             async for event in self._events(resp):
                 if not event.get("choices"):
-                    yield _sse(self._usage_chunk(event, gen_request, name, "chat.completion.chunk"))
+                    chunk = self._usage_chunk(event, gen_request, name, "chat.completion.chunk")
+                    if version is not None:
+                        chunk["tokenizer_version"] = version
+                    yield _sse(chunk)
                     continue
-                index = event["choices"][0]["index"]
-                out = self.fe.derenderer.chat_stream(
-                    {"generate_chunk": event, "stream_state": states.get(index), "prompt_tokens": len(prompt_ids),
-                     "prompt_token_ids": prompt_ids, "chat_request": body}, name)
-                states[index] = out["stream_state"]
-                chunk = out["chunk"]
+                if tokens_only:  # TOKNAT-007: ids only, no decoding, no parsers
+                    chunk = token_native.tokens_only_chunk(self.fe.model, event, body, len(prompt_ids), name, states)
+                else:
+                    index = event["choices"][0]["index"]
+                    out = self.fe.derenderer.chat_stream(
+                        {"generate_chunk": event, "stream_state": states.get(index),
+                         "prompt_tokens": len(prompt_ids), "prompt_token_ids": prompt_ids, "chat_request": body},
+                        name)
+                    states[index] = out["stream_state"]
+                    chunk = out["chunk"]
                 chunk["id"] = gen_request["request_id"]
+                if delta_ids:  # TOKNAT-006: the ids behind each delta
+                    sources = {c["index"]: c for c in event["choices"]}
+                    for choice in chunk["choices"]:
+                        choice["delta"]["token_ids"] = list(sources[choice["index"]].get("token_ids") or [])
+                if version is not None:
+                    chunk["tokenizer_version"] = version  # TOKNAT-008
                 if chunk["choices"] or chunk.get("usage"):
                     yield _sse(chunk)
         except ApiError as err:

@@ -14,6 +14,7 @@ import secrets
 from typing import Any
 
 from tokenspec.chat_template import render_chat
+from tokenspec.harness.frontend import token_native
 from tokenspec.harness.frontend.config import FrontendConfig
 from tokenspec.harness.frontend.errors import bad_request
 from tokenspec.harness.frontend.model_files import ModelFiles
@@ -49,10 +50,12 @@ def request_id_suffix(header_id: str | None, body_id: Any) -> str:
 class Renderer:
     """Turns validated request bodies into GenerateRequest dicts for one model."""
 
-    def __init__(self, config: FrontendConfig, model: ModelFiles) -> None:
+    def __init__(self, config: FrontendConfig, model: ModelFiles, tokenizer_version: str | None = None) -> None:
         self.config = config
         self.model = model
         self.parsers_on = bool(config.tool_parser or config.reasoning_parser)
+        # the server's tokenizer_version (token-native pin); computed once by the caller at start-up
+        self.tokenizer_version = tokenizer_version or token_native.server_tokenizer_version(config.model_dir)
 
     # -- prompt ---------------------------------------------------------------------------------------
 
@@ -71,11 +74,17 @@ class Renderer:
             add_generation = True
         if continue_final and add_generation:
             raise bad_request("Cannot set both `continue_final_message` and `add_generation_prompt` to True.")
-        text = render_chat(template, _join_tool_text_parts(body["messages"]), tools=tools or None,
-                           add_generation_prompt=add_generation, continue_final_message=continue_final,
-                           special_tokens=self.model.special_tokens,
-                           template_kwargs=body.get("chat_template_kwargs") or {})
-        return self.model.encode(text, add_special_tokens=bool(body.get("add_special_tokens", False)))
+        add_special = bool(body.get("add_special_tokens", False))
+
+        def render(messages: list[dict[str, Any]]) -> str:
+            return render_chat(template, _join_tool_text_parts(messages), tools=tools or None,
+                               add_generation_prompt=add_generation, continue_final_message=continue_final,
+                               special_tokens=self.model.special_tokens,
+                               template_kwargs=body.get("chat_template_kwargs") or {})
+
+        if token_native.has_blocks(body["messages"]):
+            return token_native.prompt_ids_with_blocks(body["messages"], render, self.model.encode, add_special)
+        return self.model.encode(render(body["messages"]), add_special_tokens=add_special)
 
     def completion_prompts(self, body: dict[str, Any]) -> list[list[int]]:
         prompt = body["prompt"]
@@ -194,6 +203,9 @@ class Renderer:
 
     def render_chat(self, body: dict[str, Any], id_suffix: str) -> dict[str, Any]:
         _check_common(body)
+        pinned = body.get("tokenizer_version") is not None or token_native.has_blocks(body["messages"])
+        if pinned:
+            token_native.check_request(body, self.tokenizer_version, self.model.vocab_size)
         ids = self._check_length(self.chat_prompt_ids(body), body.get("truncate_prompt_tokens"))
         params = self.sampling_params(body, len(ids), chat=True)
         extra: dict[str, Any] = {}
@@ -205,7 +217,10 @@ class Renderer:
                      "reasoning_parser_kwargs": {"chat_template_kwargs": kwargs}}
         else:
             extra = {"reasoning_ended": None, "reasoning_parser_kwargs": None}
-        return self._generate_request(body, f"chatcmpl-{id_suffix}", ids, params, extra)
+        out = self._generate_request(body, f"chatcmpl-{id_suffix}", ids, params, extra)
+        if pinned:
+            out["tokenizer_version"] = self.tokenizer_version  # TOKNAT-008; engines ignore unknown keys
+        return out
 
     def render_completions(self, body: dict[str, Any], id_suffix: str) -> list[dict[str, Any]]:
         _check_common(body)

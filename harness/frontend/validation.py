@@ -59,6 +59,11 @@ _MESSAGE = {
         "tool_calls": _opt({"type": "array", "items": {"type": "object"}}),
     },
 }
+# token-native (specs/token-native.yaml): a chat message's content may also be one input_tokens block; the
+# block's ids and pins are checked by token_native.check_request, with the spec's own statuses.
+_CHAT_MESSAGE = {**_MESSAGE, "properties": {**_MESSAGE["properties"], "content": _opt({"anyOf": [
+    _STR, {"type": "array", "items": _CONTENT_PART},
+    {"type": "object", "required": ["type"], "properties": {"type": {"const": "input_tokens"}}}]})}}
 _TOOL = {"type": "object", "required": ["function"], "properties": {
     "type": {"const": "function"},
     "function": {"type": "object", "required": ["name"], "properties": {"name": _STR}}}}
@@ -67,7 +72,7 @@ CHAT_REQUEST = {
     "type": "object", "required": ["messages"],
     "properties": {
         **_SAMPLING_FIELDS,
-        "messages": {"type": "array", "items": _MESSAGE},
+        "messages": {"type": "array", "items": _CHAT_MESSAGE},
         "stop": {"anyOf": [_STR, {"type": "array", "items": _STR, "maxItems": 4}, {"type": "null"}]},
         "max_completion_tokens": _opt(_INT), "logprobs": _opt(_BOOL),
         "top_logprobs": _opt({"type": "integer", "minimum": -1}),
@@ -75,7 +80,8 @@ CHAT_REQUEST = {
         "tool_choice": _opt({"anyOf": [{"enum": ["none", "auto", "required"]}, {"type": "object"}]}),
         "chat_template_kwargs": _opt({"type": "object"}), "add_generation_prompt": _opt(_BOOL),
         "continue_final_message": _opt(_BOOL), "echo": _opt(_BOOL), "return_token_ids": _opt(_BOOL),
-        "include_reasoning": _opt(_BOOL),
+        "include_reasoning": _opt(_BOOL), "return_tokens_only": _opt(_BOOL),
+        "tokenizer_version": _opt({"type": "string", "minLength": 1}),
     },
 }
 COMPLETION_REQUEST = {

@@ -1,0 +1,241 @@
+"""Token-native chat: token-ID input blocks, the tokenizer_version pin, token-ID output (TOKNAT-*).
+
+Input blocks are checked through chat render, whose answer shows the prompt IDs; output (``message.token_ids``,
+``delta.token_ids``, ``return_tokens_only``) needs the target's own ``/v1/chat/completions`` and is reported
+unsupported on a target without it (e.g. a render-only server).
+"""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tokenspec.specs.openapi import schema_validator
+from tokenspec.suite import strategies
+from tokenspec.suite.results import UNSUPPORTED_PREFIX
+
+RENDER = "/v1/chat/completions/render"
+CHAT = "/v1/chat/completions"
+GENERATE = "/inference/v1/generate"
+SENTINEL = "\ue000tokenspec-input-tokens\ue000"  # stands for the block when the suite renders the template itself
+
+
+@pytest.fixture
+def server_version(target) -> str:
+    """The target's tokenizer_version, from its /v1/models card (how clients discover it, TOKNAT-008).
+
+    Function-scoped on purpose: the plugin's unsupported check (an autouse function fixture) must run first."""
+    cards = httpx.get(f"{target.url}/v1/models", timeout=target.timeout).json()["data"]
+    card = next((c for c in cards if c.get("id") == target.model), None)
+    assert card is not None, f"/v1/models has no card for {target.model}"
+    version = card.get("tokenizer_version")
+    assert isinstance(version, str) and version, f"the model card reports no tokenizer_version: {card}"
+    return version
+
+
+@pytest.fixture
+def has_chat_completions(target) -> bool:
+    """Whether the target serves /v1/chat/completions at all: an empty body must be refused, not unrouted."""
+    try:
+        resp = httpx.post(f"{target.url}{CHAT}", json={}, timeout=target.timeout)
+    except httpx.HTTPError:
+        return False
+    return resp.status_code not in (404, 405, 501)
+
+
+@pytest.fixture
+def chat_api(api, has_chat_completions):
+    """The target's client, for tests that need its /v1/chat/completions."""
+    if not has_chat_completions:
+        pytest.skip(f"{UNSUPPORTED_PREFIX}target has no {CHAT}")
+    return api
+
+
+def _block(ids: list[int], **extra: object) -> dict:
+    return {"type": "input_tokens", "token_ids": ids, **extra}
+
+
+def _body(target, content: object, **fields: object) -> dict:
+    return {"model": target.model, "messages": [{"role": "user", "content": content}], **fields}
+
+
+def _generation(target, version: str | None = None, **fields: object) -> dict:
+    """A short greedy chat request, optionally pinned."""
+    pin = {"tokenizer_version": version} if version is not None else {}
+    return _body(target, "Hello, who are you?", max_tokens=6, temperature=0, **pin, **fields)
+
+
+def _find(haystack: list[int], needle: list[int], start: int = 0) -> int:
+    for k in range(start, len(haystack) - len(needle) + 1):
+        if haystack[k : k + len(needle)] == needle:
+            return k
+    return -1
+
+
+@pytest.fixture(params=["render", "chat"])
+def endpoint(request, api):
+    """The two ways a client hands input blocks to a target: render, and the target's own chat completions."""
+    if request.param == "render":
+        return RENDER
+    if not request.getfixturevalue("has_chat_completions"):
+        pytest.skip(f"{UNSUPPORTED_PREFIX}target has no {CHAT}")
+    return CHAT
+
+
+# -- input blocks ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.req("TOKNAT-001", "TOKNAT-010")
+@given(data=st.data())
+def test_input_tokens_are_inserted_verbatim(api, target, codec, server_version, data) -> None:
+    """The oracle is the model folder's template rendered here with a sentinel where the block sits: the
+    prompt is the text before it, the block's IDs unchanged, then the text after it."""
+    from tokenspec.chat_template import ChatTemplate
+
+    assert target.tokenizer_dir is not None, "needs --tokenizer DIR (the model folder) to render the template"
+    ids = data.draw(strategies.token_ids(codec.vocab_size), label="token_ids")
+    before = data.draw(st.one_of(st.none(), strategies.text), label="text before")
+    after = data.draw(st.one_of(st.none(), strategies.text), label="text after")
+    as_list = before is not None or after is not None or data.draw(st.booleans(), label="block in a list")
+    pinned_block = data.draw(st.booleans(), label="block carries its own pin")
+
+    def content(block: object) -> object:
+        if not as_list:
+            return block
+        parts = [{"type": "text", "text": before}] if before is not None else []
+        parts.append(block)
+        return parts + ([{"type": "text", "text": after}] if after is not None else [])
+
+    block = _block(ids, **({"tokenizer_version": server_version} if pinned_block else {}))
+    out = api.post_ok(RENDER, _body(target, content(block), tokenizer_version=server_version))["token_ids"]
+    sentinel_part = {"type": "text", "text": SENTINEL}
+    expected = ChatTemplate.from_model_dir(target.tokenizer_dir).render(
+        [{"role": "user", "content": content(sentinel_part if as_list else SENTINEL)}], add_generation_prompt=True
+    )
+    text_before, text_after = expected.split(SENTINEL)
+    k = _find(out, ids)
+    while k != -1:
+        if codec.decode(out[:k]) == text_before and codec.decode(out[k + len(ids) :]) == text_after:
+            return
+        k = _find(out, ids, k + 1)
+    raise AssertionError(
+        f"the block's ids {ids} are not in the prompt verbatim between {text_before!r} and {text_after!r}: {out}"
+    )
+
+
+@pytest.mark.req("TOKNAT-010")
+def test_blocks_and_text_parts_mix_in_one_message(api, target, codec, server_version) -> None:
+    first, second = [7, 8, 9], [11, 12]
+    content = [{"type": "text", "text": "A"}, _block(first), {"type": "text", "text": "B"}, _block(second)]
+    out = api.post_ok(RENDER, _body(target, content, tokenizer_version=server_version))["token_ids"]
+    at = _find(out, first)
+    assert at != -1, f"first block {first} missing from {out}"
+    assert _find(out, second, at + len(first)) != -1, f"second block {second} missing after the first: {out}"
+
+
+@pytest.mark.req("TOKNAT-002", "ERROR-001")
+def test_block_without_tokenizer_version_is_rejected(api, target, endpoint) -> None:
+    resp = api.post(endpoint, _body(target, [_block([1, 2])], max_tokens=2))
+    assert resp.status_code == 400, resp.text[:300]
+    assert resp.json()["error"].get("param") == "tokenizer_version", resp.text[:300]
+
+
+@pytest.mark.req("TOKNAT-003")
+def test_mismatched_tokenizer_version_is_a_conflict(api, target, server_version, endpoint) -> None:
+    wrong = "0" * 64 if server_version != "0" * 64 else "1" * 64
+    resp = api.post(endpoint, _body(target, [_block([1, 2])], tokenizer_version=wrong, max_tokens=2))
+    assert resp.status_code == 409, resp.text[:300]
+    body = resp.json()
+    problems = [e.message for e in schema_validator("token-native.yaml", "/components/schemas/TokenizerVersionMismatch")
+                .iter_errors(body)]
+    assert not problems, f"409 body is not the mismatch error: {problems[:3]}"
+    error = body["error"]
+    assert (error["type"], error.get("param"), error["code"]) == ("tokenizer_version_mismatch", "tokenizer_version", 409)
+    assert server_version in error["message"], "the message must name the server's tokenizer_version"
+
+
+@pytest.mark.req("TOKNAT-004", "ERROR-001")
+@pytest.mark.parametrize("where", ["negative", "vocab-size", "far-out"])
+def test_invalid_ids_in_a_block_are_rejected(api, target, codec, server_version, endpoint, where) -> None:
+    bad = {"negative": -1, "vocab-size": codec.vocab_size, "far-out": codec.vocab_size + 100_000}[where]
+    resp = api.post(endpoint, _body(target, [_block([1, bad, 2])], tokenizer_version=server_version, max_tokens=2))
+    assert resp.status_code == 400, resp.text[:300]
+
+
+@pytest.mark.req("TOKNAT-009", "ERROR-001")
+def test_block_pin_must_equal_the_top_level_pin(api, target, server_version, endpoint) -> None:
+    block = _block([1, 2], tokenizer_version=server_version + "-other")
+    resp = api.post(endpoint, _body(target, [block], tokenizer_version=server_version, max_tokens=2))
+    assert resp.status_code == 400, resp.text[:300]
+
+
+# -- output through the target's /v1/chat/completions ---------------------------------------------------------
+
+
+@pytest.mark.req("TOKNAT-001")
+def test_input_tokens_reach_generation(chat_api, target, server_version) -> None:
+    content = [{"type": "text", "text": "Say:"}, _block([7, 8, 9])]
+    rendered = chat_api.post_ok(RENDER, _body(target, content, tokenizer_version=server_version))
+    out = chat_api.post_ok(CHAT, _body(target, content, tokenizer_version=server_version, max_tokens=2,
+                                       temperature=0, return_token_ids=True))
+    assert out["usage"]["prompt_tokens"] == len(rendered["token_ids"])
+    if out.get("prompt_token_ids") is not None:
+        assert out["prompt_token_ids"] == rendered["token_ids"]
+
+
+@pytest.mark.req("TOKNAT-005")
+def test_message_token_ids_are_the_generated_ids(chat_api, engine, target) -> None:
+    out = chat_api.post_ok(CHAT, _generation(target, return_token_ids=True))
+    choice = out["choices"][0]
+    ids = choice["message"].get("token_ids")
+    assert isinstance(ids, list) and ids, f"message.token_ids missing: {choice['message']}"
+    assert len(ids) == out["usage"]["completion_tokens"]
+    if choice.get("token_ids") is not None:
+        assert choice["token_ids"] == ids, "choices[].token_ids and message.token_ids disagree"
+    # the same greedy request, rendered and run on the engine directly, generates the same ids
+    rendered = chat_api.post_ok(RENDER, _generation(target))
+    generated = engine.post_ok(GENERATE, {**rendered, "stream": False})
+    assert generated["choices"][0]["token_ids"] == ids
+
+
+@pytest.mark.req("TOKNAT-006")
+def test_stream_deltas_carry_their_token_ids(chat_api, target) -> None:
+    whole = chat_api.post_ok(CHAT, _generation(target, return_token_ids=True))["choices"][0]["message"]["token_ids"]
+    body = _generation(target, return_token_ids=True, stream=True, stream_options={"include_usage": True})
+    streamed, usage = [], None
+    for event in chat_api.stream_events(CHAT, body):
+        usage = event.get("usage") or usage
+        for choice in event.get("choices") or []:
+            ids = choice["delta"].get("token_ids")
+            assert isinstance(ids, list), f"a delta without token_ids: {choice}"
+            streamed += ids
+    assert streamed == whole, "the deltas' token_ids do not concatenate to message.token_ids"
+    if usage is not None:
+        assert usage["completion_tokens"] == len(streamed)
+
+
+@pytest.mark.req("TOKNAT-007")
+def test_return_tokens_only_sends_no_text(chat_api, target) -> None:
+    out = chat_api.post_ok(CHAT, _generation(target, return_tokens_only=True))
+    message = out["choices"][0]["message"]
+    assert message.get("content") is None, f"content must be null: {message}"
+    assert message.get("reasoning") is None and not message.get("tool_calls"), f"parsers must not run: {message}"
+    ids = message.get("token_ids")
+    assert isinstance(ids, list) and len(ids) == out["usage"]["completion_tokens"] > 0, message
+    streamed = []
+    for event in chat_api.stream_events(CHAT, _generation(target, return_tokens_only=True, stream=True)):
+        for choice in event.get("choices") or []:
+            assert choice["delta"].get("content") is None, f"a delta with text: {choice['delta']}"
+            streamed += choice["delta"].get("token_ids") or []
+    assert streamed == ids
+
+
+@pytest.mark.req("TOKNAT-008")
+def test_token_native_answers_report_tokenizer_version(chat_api, target, server_version) -> None:
+    out = chat_api.post_ok(CHAT, _generation(target, server_version, return_token_ids=True))
+    assert out.get("tokenizer_version") == server_version
+    body = _generation(target, server_version, return_token_ids=True, stream=True)
+    versions = {event.get("tokenizer_version") for event in chat_api.stream_events(CHAT, body)}
+    assert versions == {server_version}, f"stream chunks report {versions}"

@@ -1,0 +1,210 @@
+"""Check the checker: the conformance suite, run as a user runs it, must fail against a broken server.
+
+Each case starts the reference frontend behind ONE injected fault (``tests/broken_server.py``, a labelled
+test double) on loopback, runs ``tokenspec run`` in a subprocess with a tight ``-k`` selection, and reads
+``report.json``: the test aimed at the broken requirement must be ``failed``, its message must name the
+problem, and the run must exit 1 (every targeted test is MUST-level). The runs of the module start together
+(one server and one subprocess per fault) and are awaited by a module fixture; each test then checks one.
+
+A control run of the same selections against the same wrapper without a fault must pass with exit 0, so a
+test that fails for an unrelated reason (a bad selection, a missing fixture) cannot make a fault case pass
+vacuously.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from broken_server import FAULTS, frontend_config, running_broken_server
+from tokenspec.harness.frontend import FrontendConfig
+from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME, BuildResult
+
+RUN_TIMEOUT = 180
+
+
+@dataclass(frozen=True)
+class Case:
+    fault: str
+    selection: str  # the -k expression
+    breaks: tuple[str, ...]  # nodeids (relative to suite/) that must fail
+    says: tuple[str, ...]  # regexes every failing test's message must match: the problem, named
+
+
+CASES = [
+    # The message cannot say "usage" today: the 200 schema is a oneOf whose one error ("{...} is not valid
+    # under any of the given schemas") suite/schemas.py cuts at 200 characters, inside the echoed body.
+    Case("derender-drops-usage", "test_chat_derender_answers_a_chat_completion",
+         ("test_derender.py::test_chat_derender_answers_a_chat_completion",),
+         (r"POST /v1/chat/completions/derender -> 200: response violates the spec schema",)),
+    Case("error-without-error-object", "test_malformed_json_rejected and derender",
+         ("test_errors.py::test_malformed_json_rejected[chat-derender]",
+          "test_errors.py::test_malformed_json_rejected[completions-derender]"),
+         (r"-> 400: response violates the spec schema", r"'error' is a required property")),
+    Case("500-on-bad-input", "test_fuzz_operation and chat/completions/render and negative",
+         ("test_fuzz.py::test_fuzz_operation[POST /v1/chat/completions/render negative]",),
+         (r"answered 500: Internal Server Error", r"curl ")),
+    Case("render-drops-defaults", "test_sampling_parameter_survives_chat_render and default",
+         ("test_render.py::test_sampling_parameter_survives_chat_render[n-default]",
+          "test_render.py::test_sampling_parameter_survives_chat_render[top_k-default]"),
+         (r"(n=1|top_k=0) was set but sampling_params has no (n|top_k)",)),
+    Case("render-nondeterministic", "test_chat_render_is_deterministic",
+         ("test_render.py::test_chat_render_is_deterministic",),
+         (r"At index \d+ diff: \d+ != \d+", r"Failing test case")),
+    Case("usage-off-by-one", "test_usage_arithmetic",
+         ("test_derender.py::test_usage_arithmetic",),
+         (r"assert \d+ == \d+\n \+  where \d+ = sum\(",)),  # completion_tokens != sum of the choice lengths
+    Case("stream-derender-drops-last-char", "test_chat_deltas_concatenate_to_the_non_stream_content",
+         ("test_stream_derender.py::test_chat_deltas_concatenate_to_the_non_stream_content",),
+         (r"assert '(.*)' == '\1.'",)),  # the streamed text is the whole text short of its last character
+    Case("derender-replacement-char", "test_no_replacement_character_for_valid_utf8",
+         ("test_derender.py::test_no_replacement_character_for_valid_utf8",),
+         ("\ufffd",)),
+    Case("accept-negative-ids", "test_negative_ids_rejected",
+         ("test_derender.py::test_negative_ids_rejected[token_ids]",
+          "test_derender.py::test_negative_ids_rejected[prompt_token_ids]"),
+         (r"assert 200 == 400",)),
+    Case("oversized-500", "test_oversized_body_rejected and chat-render",
+         ("test_errors.py::test_oversized_body_rejected[chat-render]",),
+         (r"a 64 MiB body answered 500",)),
+]
+VLLM_CASES = [
+    Case("derender-content-upper", "test_same_token_parity",
+         ("test_parity.py::test_same_token_parity",),
+         (r"disagrees with the reference", r"content")),
+]
+CONTROL = "control"
+assert {c.fault for c in CASES + VLLM_CASES} == set(FAULTS), "every fault needs a case, every case a fault"
+
+
+@dataclass
+class Run:
+    code: int
+    tests: dict[str, dict]
+    output: str
+
+
+class SuiteRun:
+    """One ``tokenspec run`` exactly as a user types it, in its own interpreter, started now and awaited later
+    (the runs of a module go in parallel: each costs seconds of imports and hypothesis shrinking)."""
+
+    def __init__(self, url: str, model_dir: Path, report: Path, selection: str, extra: tuple[str, ...]) -> None:
+        self.report = report
+        self.cmd = [sys.executable, "-m", "tokenspec", "run", "--target", url, "--tokenizer", str(model_dir),
+                    "--report", str(report), "-n", "0", "--max-examples", "10", "--seed", "1", "-k", selection,
+                    *extra]
+        self.log = report.with_suffix(".log")
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT)
+
+    def wait(self) -> Run:
+        code = self.process.wait(timeout=RUN_TIMEOUT)  # on timeout, _run_all kills what is still running
+        output = f"$ {shlex.join(self.cmd)}\n{self.log.read_text(errors='replace')[-6000:]}"
+        report = self.report / "report.json"
+        tests = {t["nodeid"]: t for t in json.loads(report.read_text())["tests"]} if report.exists() else {}
+        return Run(code, tests, output)
+
+
+def either(cases: list[Case]) -> str:
+    return " or ".join(f"({case.selection})" for case in cases)
+
+
+def _selected(request: pytest.FixtureRequest, test_name: str, param: str) -> list[str]:
+    """The fault names (or CONTROL) of this module's tests that this session will run, so a -k run of one case
+    starts only its own server and suite run."""
+    names = []
+    for item in request.session.items:
+        if getattr(item, "module", None) is request.module and item.originalname == test_name:
+            value = item.callspec.params.get(param)
+            names.append(CONTROL if value is None else getattr(value, "fault", value))
+    return names
+
+
+def _run_all(wanted: list[str], cases: list[Case], config: FrontendConfig, model_dir: Path, reports: Path,
+             extra: tuple[str, ...] = ()) -> dict[str, Run]:
+    by_name = {c.fault: c for c in cases}
+    with ExitStack() as servers:
+        started: dict[str, SuiteRun] = {}
+        try:
+            for name in wanted:
+                url = servers.enter_context(running_broken_server(None if name == CONTROL else name, config))
+                selection = either(cases) if name == CONTROL else by_name[name].selection
+                started[name] = SuiteRun(url, model_dir, reports / name, selection, extra)
+            return {name: run.wait() for name, run in started.items()}
+        finally:
+            for run in started.values():
+                if run.process.poll() is None:
+                    run.process.kill()
+                    run.process.wait()
+
+
+@pytest.fixture(scope="module")
+def runs(request: pytest.FixtureRequest, tiny_model: BuildResult, tmp_path_factory) -> dict[str, Run]:
+    wanted = _selected(request, "test_suite_catches_the_fault", "case")
+    if _selected(request, "test_control_without_a_fault_passes", "none"):
+        wanted.append(CONTROL)
+    config = frontend_config(tiny_model.model_dir, DEFAULT_MODEL_NAME)
+    return _run_all(wanted, CASES, config, tiny_model.model_dir, tmp_path_factory.mktemp("fault-runs"))
+
+
+def assert_caught(run: Run, case: Case) -> None:
+    for nodeid in case.breaks:
+        assert nodeid in run.tests, f"{nodeid} did not run; ran {sorted(run.tests)}\n{run.output}"
+        result = run.tests[nodeid]
+        assert result["outcome"] == "failed", (
+            f"SUITE BLIND SPOT: fault {case.fault!r} did not fail {nodeid} (outcome {result['outcome']!r},"
+            f" message {result['message'][:300]!r})\n{run.output}")
+        for pattern in case.says:
+            assert re.search(pattern, result["message"]), (
+                f"{nodeid}: the message does not match {pattern!r}: {result['message'][:1500]}")
+        if "test_fuzz" not in nodeid:  # the fuzz test prints a curl per failing case in its message instead
+            assert result["reproduce"].startswith("curl "), f"{nodeid}: a failure must carry a curl command"
+    assert run.code == 1, f"a MUST-level failure must exit 1, got {run.code}\n{run.output}"
+
+
+def assert_clean(run: Run, cases: list[Case]) -> None:
+    expected = {nodeid for case in cases for nodeid in case.breaks}
+    assert expected <= set(run.tests), f"the control did not run {sorted(expected - set(run.tests))}\n{run.output}"
+    bad = {nodeid: t["outcome"] for nodeid, t in run.tests.items() if t["outcome"] != "passed"}
+    assert not bad, f"the control run without a fault did not pass: {bad}\n{run.output}"
+    assert run.code == 0, run.output
+
+
+@pytest.mark.parametrize("none", [None], ids=["same-selections"])
+def test_control_without_a_fault_passes(runs: dict[str, Run], none: None) -> None:
+    assert_clean(runs[CONTROL], CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.fault for c in CASES])
+def test_suite_catches_the_fault(runs: dict[str, Run], case: Case) -> None:
+    assert_caught(runs[case.fault], case)
+
+
+# -- parity: the real vLLM engine is the reference (and the engine) ----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def parity_runs(request: pytest.FixtureRequest, vllm_engine, tiny_model: BuildResult, tmp_path_factory
+                ) -> dict[str, Run]:
+    wanted = _selected(request, "test_parity_catches_the_fault", "fault")
+    config = frontend_config(tiny_model.model_dir, DEFAULT_MODEL_NAME, engine_url=vllm_engine.url)
+    extra = ("--engine", vllm_engine.url, "--reference", vllm_engine.url)
+    return _run_all(wanted, VLLM_CASES, config, tiny_model.model_dir, tmp_path_factory.mktemp("parity-runs"), extra)
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("fault", [None, *(c.fault for c in VLLM_CASES)],
+                         ids=[CONTROL, *(c.fault for c in VLLM_CASES)])
+def test_parity_catches_the_fault(parity_runs: dict[str, Run], fault: str | None) -> None:
+    if fault is None:
+        assert_clean(parity_runs[CONTROL], VLLM_CASES)
+    else:
+        assert_caught(parity_runs[fault], next(c for c in VLLM_CASES if c.fault == fault))
