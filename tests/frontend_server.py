@@ -22,8 +22,15 @@ from tokenspec.harness.vllm import free_port
 @contextmanager
 def running_frontend(config: FrontendConfig, timeout: float = 20.0) -> Iterator[str]:
     """Serve ``config`` until the block ends; yields the base URL. The server is always shut down."""
+    with running_app(create_app(config), timeout) as url:
+        yield url
+
+
+@contextmanager
+def running_app(app: object, timeout: float = 20.0, health: str = "/health") -> Iterator[str]:
+    """Serve any ASGI app on a free loopback port until the block ends; yields the base URL."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(config), host="127.0.0.1", port=port, log_level="error"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
     thread = threading.Thread(target=server.run, name=f"frontend-{port}", daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{port}"
@@ -33,7 +40,7 @@ def running_frontend(config: FrontendConfig, timeout: float = 20.0) -> Iterator[
             if not thread.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError(f"the frontend did not start on {url}")
             time.sleep(0.05)
-        assert httpx.get(f"{url}/health", timeout=5).status_code == 200
+        assert httpx.get(f"{url}{health}", timeout=5).status_code == 200
         yield url
     finally:
         server.should_exit = True

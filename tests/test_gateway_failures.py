@@ -1,0 +1,132 @@
+"""The gateway when the engine misbehaves: always an OpenAI error object with 502/503/504, never a hang.
+
+The engine here is a labelled TEST DOUBLE (``misbehaving_engine``): a tiny ASGI app that fails in one
+chosen way. Everything else is real: the reference frontend over real HTTP, the tiny model's tokenizer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+
+import httpx
+import pytest
+from frontend_server import running_app, running_frontend
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from tokenspec.harness.frontend import FrontendConfig
+from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME
+
+CHAT = {"model": DEFAULT_MODEL_NAME, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}
+
+
+def misbehaving_engine(mode: str, release: threading.Event) -> Starlette:
+    """TEST DOUBLE of an engine's /inference/v1/generate that fails in one way (``mode``)."""
+
+    async def generate(request: Request) -> Response:
+        body = await request.json()
+        if mode == "500":
+            return PlainTextResponse("engine exploded", status_code=500)
+        if mode == "400":
+            return JSONResponse({"error": {"message": "bad sampling", "type": "BadRequestError", "param": None,
+                                           "code": 400}}, status_code=400)
+        if mode == "slow":
+            while not release.is_set():
+                await asyncio.sleep(0.05)
+            return JSONResponse({})
+        if mode == "stream-breaks":
+            async def events():
+                chunk = {"request_id": "x", "choices": [{"index": 0, "token_ids": body["token_ids"][:1],
+                                                         "finish_reason": None}]}
+                yield f"data: {json.dumps(chunk)}\n\n".encode()
+                raise RuntimeError("engine died mid-stream")
+            return StreamingResponse(events(), media_type="text/event-stream")
+        raise AssertionError(mode)
+
+    async def health(request: Request) -> Response:
+        return Response(status_code=200)
+
+    return Starlette(routes=[Route("/inference/v1/generate", generate, methods=["POST"]),
+                             Route("/health", health)])
+
+
+@pytest.fixture
+def gateway(request, model_dir):
+    mode, concurrency = request.param
+    release = threading.Event()
+    with running_app(misbehaving_engine(mode, release)) as engine_url:
+        config = FrontendConfig(model_dir=model_dir, served_model_name=DEFAULT_MODEL_NAME, tool_parser="hermes",
+                                reasoning_parser="qwen3", engine_url=engine_url, engine_timeout=1.0,
+                                max_concurrency=concurrency)
+        with running_frontend(config) as url:
+            yield url, release
+        release.set()
+
+
+def _error(resp: httpx.Response, status: int) -> dict:
+    assert resp.status_code == status, resp.text
+    error = resp.json()["error"]
+    assert error["code"] == status and error["message"] and error["type"]
+    return error
+
+
+@pytest.mark.parametrize("gateway", [("500", None)], indirect=True)
+def test_engine_5xx_becomes_502(gateway) -> None:
+    url, _ = gateway
+    _error(httpx.post(f"{url}/v1/chat/completions", json=CHAT, timeout=10), 502)
+    _error(httpx.post(f"{url}/v1/chat/completions", json={**CHAT, "stream": True}, timeout=10), 502)
+
+
+@pytest.mark.parametrize("gateway", [("400", None)], indirect=True)
+def test_engine_refusal_is_passed_through(gateway) -> None:
+    url, _ = gateway
+    assert _error(httpx.post(f"{url}/v1/completions", json={**CHAT, "prompt": "x"}, timeout=10), 400)["message"] \
+        == "bad sampling"
+
+
+@pytest.mark.parametrize("gateway", [("slow", None)], indirect=True)
+def test_engine_timeout_becomes_504_without_hanging(gateway) -> None:
+    url, _ = gateway
+    started = time.monotonic()
+    _error(httpx.post(f"{url}/v1/chat/completions", json=CHAT, timeout=30), 504)
+    assert time.monotonic() - started < 10, "the gateway must give up at its engine timeout"
+
+
+@pytest.mark.parametrize("gateway", [("stream-breaks", None)], indirect=True)
+def test_engine_dying_mid_stream_ends_with_an_error_event_and_done(gateway) -> None:
+    url, _ = gateway
+    with httpx.stream("POST", f"{url}/v1/chat/completions", json={**CHAT, "stream": True}, timeout=30) as resp:
+        assert resp.status_code == 200
+        events = [line[5:].strip() for line in resp.iter_lines() if line.startswith("data:")]
+    assert events[-1] == "[DONE]"
+    assert "error" in json.loads(events[-2]), events
+
+
+@pytest.mark.parametrize("gateway", [("slow", 1)], indirect=True)
+def test_concurrency_limit_answers_503_at_once(gateway) -> None:
+    url, release = gateway
+    with httpx.Client(timeout=30) as client:
+        first = threading.Thread(target=lambda: client.post(f"{url}/v1/chat/completions", json=CHAT))
+        first.start()
+        time.sleep(0.5)  # the first request now holds the only slot
+        started = time.monotonic()
+        _error(httpx.post(f"{url}/v1/chat/completions", json=CHAT, timeout=10), 503)
+        assert time.monotonic() - started < 2
+        release.set()
+        first.join()
+
+
+def test_unreachable_engine_is_502(model_dir) -> None:
+    from tokenspec.harness.vllm import free_port
+
+    config = FrontendConfig(model_dir=model_dir, served_model_name=DEFAULT_MODEL_NAME,
+                            engine_url=f"http://127.0.0.1:{free_port()}", engine_timeout=2.0)
+    with running_frontend(config) as url:
+        _error(httpx.post(f"{url}/v1/chat/completions", json=CHAT, timeout=10), 502)
+        _error(httpx.post(f"{url}/inference/v1/generate", json={"token_ids": [1, 2], "sampling_params": {}},
+                          timeout=10), 502)
