@@ -267,3 +267,26 @@ def test_final_eos_is_not_text(api, target, codec, capabilities, parsed) -> None
     out = api.post_ok(CHAT, chat_derender(target.model, generate_response(choice(ids)), chat_request=request))
     assert visible_text(out["choices"][0]["message"]).endswith("The answer is 4.")
     assert out["usage"]["completion_tokens"] == len(ids), "the EOS token still counts as generated"
+
+
+@pytest.mark.req("DERENDER-025")
+@pytest.mark.parametrize("thinking", [None, False], ids=["default-template", "thinking-off"])
+@pytest.mark.parametrize("skip", [None, False], ids=["skip-default", "skip-false"])
+def test_special_tokens_are_not_text_unless_asked(api, target, codec, thinking, skip) -> None:
+    special = codec.token_id("<|im_start|>") or codec.token_id("<s>") or codec.token_id("<|endoftext|>")
+    assert special is not None, "needs a special token in the vocabulary (<|im_start|>, <s> or <|endoftext|>)"
+    ids = codec.encode("<think>r</think>Alpha") + [special] + codec.encode("Beta")
+    fields = {}
+    if thinking is not None:
+        fields["chat_template_kwargs"] = {"enable_thinking": thinking}
+    if skip is not None:
+        fields["skip_special_tokens"] = skip
+    out = api.post_ok(CHAT, chat_derender(target.model, generate_response(choice(ids)),
+                                          chat_request=chat_request(target.model, **fields)))
+    text = visible_text(out["choices"][0]["message"])
+    special_text = codec.decode([special])
+    if skip is False:
+        assert special_text in text, f"skip_special_tokens=false must keep {special_text!r}: {text!r}"
+    else:
+        assert special_text not in text, f"{special_text!r} leaked into the text: {text!r}"
+        assert "Alpha" in text and "Beta" in text

@@ -152,7 +152,8 @@ def test_mismatched_tokenizer_version_is_a_conflict(api, target, server_version,
                 .iter_errors(body)]
     assert not problems, f"409 body is not the mismatch error: {problems[:3]}"
     error = body["error"]
-    assert (error["type"], error.get("param"), error["code"]) == ("tokenizer_version_mismatch", "tokenizer_version", 409)
+    expected = ("tokenizer_version_mismatch", "tokenizer_version", 409)
+    assert (error["type"], error.get("param"), error["code"]) == expected
     assert server_version in error["message"], "the message must name the server's tokenizer_version"
 
 

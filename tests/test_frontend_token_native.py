@@ -9,16 +9,13 @@ the frontend run under real uvicorn servers on loopback, so the gateway's real H
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
+from frontend_server import running_app, running_frontend
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -26,11 +23,9 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 from tokenizers import Tokenizer
 
-from tests.frontend_server import running_frontend
 from tokenspec.chat_template import ChatTemplate
 from tokenspec.fingerprint import tokenizer_fingerprint
 from tokenspec.harness.frontend import FrontendConfig, create_app
-from tokenspec.harness.vllm import free_port
 
 MODEL = "tokenspec-tiny"
 RENDER = "/v1/chat/completions/render"
@@ -103,9 +98,9 @@ def test_block_ids_are_spliced_verbatim(client, model_dir, tok, version, shape) 
     parts = {"alone": None, "single-part": [], "text-around": ["Hi ", " there"], "text-before": ["Say: ", None],
              "text-after": [None, " then stop"]}[shape]
 
-    def content(block: Any) -> Any:
+    def content(block: dict[str, Any]) -> Any:
         if parts is None:
-            return block if isinstance(block, dict) else SENTINEL
+            return block if block["type"] == "input_tokens" else block["text"]
         before, after = (parts + [None, None])[:2]
         texts = [{"type": "text", "text": t} for t in (before,) if t]
         return texts + [block] + [{"type": "text", "text": t} for t in (after,) if t]
@@ -133,7 +128,7 @@ def test_blocks_in_several_messages_and_roles(client, model_dir, tok, version) -
 
 def test_continue_final_message_ends_with_the_block(client, version) -> None:
     body = {"messages": [{"role": "user", "content": "hi"},
-                         {"role": "assistant", "content": [{"type": "text", "text": "Sure"}, _block([21, 22])]}],
+                         {"role": "assistant", "content": _block([21, 22])}],
             "tokenizer_version": version, "add_generation_prompt": False, "continue_final_message": True}
     assert client.post(RENDER, json=body).json()["token_ids"][-2:] == [21, 22]
 
@@ -205,23 +200,6 @@ class FixedEngine:
         return StreamingResponse(events(), media_type="text/event-stream")
 
 
-@contextmanager
-def _serve(app: Starlette) -> Iterator[str]:
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 20
-        while not server.started:
-            assert thread.is_alive() and time.monotonic() < deadline, "the test-double engine did not start"
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-
-
 @pytest.fixture(scope="module")
 def generated(tok: Tokenizer) -> list[int]:
     """Output that the qwen3 reasoning parser would split, so skipping the parsers is visible."""
@@ -235,8 +213,9 @@ def fixed_engine(generated: list[int]) -> FixedEngine:
 
 @pytest.fixture(scope="module")
 def gateway(model_dir: Path, fixed_engine: FixedEngine) -> Iterator[httpx.Client]:
-    app = Starlette(routes=[Route("/inference/v1/generate", fixed_engine.generate, methods=["POST"])])
-    with _serve(app) as engine_url:
+    app = Starlette(routes=[Route("/inference/v1/generate", fixed_engine.generate, methods=["POST"]),
+                            Route("/health", lambda request: Response(), methods=["GET"])])
+    with running_app(app) as engine_url:
         config = FrontendConfig(model_dir, MODEL, tool_parser="hermes", reasoning_parser="qwen3",
                                 engine_url=engine_url, engine_timeout=10)
         with running_frontend(config) as url, httpx.Client(base_url=url, timeout=10) as http:

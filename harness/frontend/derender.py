@@ -52,13 +52,17 @@ class Derenderer:
         self.reasoning_cls = REASONING_PARSERS[config.reasoning_parser] if config.reasoning_parser else None
         self.tool_cls = TOOL_PARSERS[config.tool_parser] if config.tool_parser else None
         self.parsers_on = self.reasoning_cls is not None or self.tool_cls is not None
+        markers = [m for cls in (self.reasoning_cls, self.tool_cls) if cls is not None for m in cls.MARKERS]
+        marker_ids = {i for m in markers if (i := model.tokenizer.token_to_id(m)) is not None}
+        self.parser_skip_ids = model.all_special_ids - marker_ids
 
-    def _decode_flags(self, request: dict[str, Any] | None, keep_special: bool) -> bool:
-        """skip_special_tokens for decoding: parsers need the markers, else the request decides."""
-        if keep_special:
-            return False
+    def _decode_flags(self, request: dict[str, Any] | None, keep_special: bool) -> frozenset[int]:
+        """The ids decoding drops: the special tokens when the request skips them (its default), except,
+        on the parser path (``keep_special``), the marker tokens the parsers must see."""
         value = (request or {}).get("skip_special_tokens")
-        return True if value is None else bool(value)
+        if value is not None and not value:
+            return frozenset()
+        return self.parser_skip_ids if keep_special else self.model.all_special_ids
 
     def _parser(self, chat_request: dict[str, Any]) -> OutputParser:
         return OutputParser(self.reasoning_cls, self.tool_cls, chat_request)
@@ -246,11 +250,12 @@ class Derenderer:
         if sum(lens) != len(history):
             raise bad_request("invalid stream_state: derender failed")
         parser = self._parser(chat_request)
-        window = seed_window(self.model, prompt_ids, False)
+        skip = self._decode_flags(chat_request, keep_special=True)
+        window = seed_window(self.model, prompt_ids, skip)
         hold, keep = holdback(chat_request), include_stop(chat_request)
         raw, fed, start = "", 0, 0
         for n in lens:  # replay earlier chunks with their original boundaries; output discarded
-            raw += decode_tokens(self.model, window, history[start:start + n], False)
+            raw += decode_tokens(self.model, window, history[start:start + n], skip)
             start += n
             visible = raw[: max(len(raw) - hold, 0)]
             parser.feed(visible[fed:])
@@ -261,7 +266,7 @@ class Derenderer:
         ids = choice.get("token_ids") or []
         finished = choice.get("finish_reason") is not None
         shown = text_ids(ids, choice, self.model.all_special_ids, keep) if finished else ids
-        raw += decode_tokens(self.model, window, shown, False)
+        raw += decode_tokens(self.model, window, shown, skip)
         visible = cut_at_stop_string(raw, choice.get("stop_reason"), keep) if finished \
             else raw[: max(len(raw) - hold, 0)]
         parsed = parser.feed(visible[fed:], finished=finished)

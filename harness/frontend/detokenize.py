@@ -1,5 +1,8 @@
 """Incremental detokenization that never emits part of a UTF-8 character.
 
+``skip_ids`` are the token ids dropped from the text (the special tokens, when the request skips them; the
+derenderer keeps the ones its parsers need).
+
 Byte-level BPE spreads one character (an emoji, say) over several tokens; decoding a prefix of them yields
 U+FFFD. The decoder therefore keeps a small window of pieces: ``prefix_offset`` marks text already emitted
 that is re-decoded only as context, ``read_offset`` marks where unread pieces start. New text is emitted
@@ -29,20 +32,20 @@ class DecodeWindow:
     read_offset: int = 0
 
 
-def seed_window(model: ModelFiles, prompt_ids: list[int] | None, skip_special_tokens: bool) -> DecodeWindow:
+def seed_window(model: ModelFiles, prompt_ids: list[int] | None, skip_ids: frozenset[int]) -> DecodeWindow:
     """Prime the window with the prompt's tail so the first output token decodes in context."""
     if not prompt_ids:
         return DecodeWindow()
-    pieces = model.ids_to_pieces(prompt_ids[-_SEED_PIECES:], skip_special_tokens)
+    pieces = model.ids_to_pieces(prompt_ids[-_SEED_PIECES:], skip_ids)
     return DecodeWindow(list(pieces), max(len(pieces) - _PREFIX_REACH, 0), len(pieces))
 
 
-def decode_step(model: ModelFiles, window: DecodeWindow, token_id: int, skip_special_tokens: bool) -> str:
+def decode_step(model: ModelFiles, window: DecodeWindow, token_id: int, skip_ids: frozenset[int]) -> str:
     """Feed one token id; return the text it completes ('' while a character is incomplete).
 
     The window is updated in place and trimmed to the part later steps can still read.
     """
-    new_pieces = model.ids_to_pieces([token_id], skip_special_tokens)
+    new_pieces = model.ids_to_pieces([token_id], skip_ids)
     pieces = window.prev_tokens + new_pieces
     prefix, read = window.prefix_offset, window.read_offset
     prefix_text = model.pieces_to_text(pieces[prefix:read])
@@ -59,7 +62,7 @@ def decode_step(model: ModelFiles, window: DecodeWindow, token_id: int, skip_spe
     return emitted
 
 
-def decode_tokens(model: ModelFiles, window: DecodeWindow, token_ids: list[int], skip_special_tokens: bool) -> str:
+def decode_tokens(model: ModelFiles, window: DecodeWindow, token_ids: list[int], skip_ids: frozenset[int]) -> str:
     """Decode a run of ids through the window; the concatenation of each step's text.
 
     The same steps as calling ``decode_step`` per id, in one loop: the pieces are looked up in one call and
@@ -68,8 +71,8 @@ def decode_tokens(model: ModelFiles, window: DecodeWindow, token_ids: list[int],
     """
     if not token_ids:
         return ""
-    all_pieces = model.ids_to_pieces(token_ids, False)
-    special = model.all_special_ids if skip_special_tokens else frozenset()
+    all_pieces = model.ids_to_pieces(token_ids, frozenset())
+    special = skip_ids
     to_text = model.pieces_to_text
     pieces = list(window.prev_tokens)
     prefix, read = window.prefix_offset, window.read_offset
@@ -88,7 +91,7 @@ def decode_tokens(model: ModelFiles, window: DecodeWindow, token_ids: list[int],
     return "".join(out)
 
 
-def decode_all(model: ModelFiles, window: DecodeWindow, token_ids: list[int], skip_special_tokens: bool) -> str:
+def decode_all(model: ModelFiles, window: DecodeWindow, token_ids: list[int], skip_ids: frozenset[int]) -> str:
     """What ``decode_tokens`` returns for a whole (non-streamed) output, usually in one decoder call.
 
     When the window's text plus the output decodes without U+FFFD, no step of the incremental loop would
@@ -98,11 +101,11 @@ def decode_all(model: ModelFiles, window: DecodeWindow, token_ids: list[int], sk
     """
     if not token_ids:
         return ""
-    special = model.all_special_ids if skip_special_tokens else frozenset()
-    new = [p for t, p in zip(token_ids, model.ids_to_pieces(token_ids, False), strict=True) if t not in special]
+    special = skip_ids
+    new = [p for t, p in zip(token_ids, model.ids_to_pieces(token_ids, frozenset()), strict=True) if t not in special]
     pieces = window.prev_tokens
     before = model.pieces_to_text(pieces[window.prefix_offset:window.read_offset])
     whole = model.pieces_to_text(pieces[window.prefix_offset:] + new)
     if REPLACEMENT_CHAR not in whole and whole.startswith(before) and window.read_offset == len(pieces):
         return whole[len(before):]
-    return decode_tokens(model, window, token_ids, skip_special_tokens)
+    return decode_tokens(model, window, token_ids, skip_ids)

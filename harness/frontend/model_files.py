@@ -99,11 +99,14 @@ class ModelFiles:
 
     @property
     def all_special_ids(self) -> frozenset[int]:
-        """Looked up once per distinct special-token list: incremental decoding asks for it at every token."""
+        """The ids ``skip_special_tokens`` drops: the named special tokens plus every added token the
+        tokenizer marks special (what the Rust decoder, and so vLLM's detokenizer, skips). Computed once:
+        incremental decoding asks for it at every token."""
         key = tuple(self.all_special_tokens)
         cached = self.__dict__.get("_special_ids")
         if cached is None or cached[0] != key:
-            ids = (self.tokenizer.token_to_id(t) for t in key)
+            ids = {self.tokenizer.token_to_id(t) for t in key}
+            ids |= {i for i, token in self.tokenizer.get_added_tokens_decoder().items() if token.special}
             cached = (key, frozenset(i for i in ids if i is not None))
             self.__dict__["_special_ids"] = cached
         return cached[1]
@@ -120,10 +123,9 @@ class ModelFiles:
             return None
         return self.tokenizer.id_to_token(token_id)
 
-    def ids_to_pieces(self, ids: list[int], skip_special_tokens: bool) -> list[str]:
-        """Pieces for incremental decoding; unknown ids become '' and special ids may be dropped."""
-        skip = self.all_special_ids if skip_special_tokens else frozenset()
-        return [self.id_to_piece(i) or "" for i in ids if i not in skip]
+    def ids_to_pieces(self, ids: list[int], skip_ids: frozenset[int]) -> list[str]:
+        """Pieces for incremental decoding; unknown ids become '' and ``skip_ids`` are dropped."""
+        return [self.id_to_piece(i) or "" for i in ids if i not in skip_ids]
 
     def pieces_to_text(self, pieces: list[str]) -> str:
         """Join pieces with the tokenizer's decoder (byte-level pieces become UTF-8 text)."""

@@ -55,6 +55,8 @@ class ToolCallDelta:
 class HermesToolParser:
     """Extracts tool calls from content text; ``feed`` is the streaming form."""
 
+    MARKERS = (TOOL_START, TOOL_END)  # texts the parser must see, even when they are special tokens
+
     _text: str = ""
     _content_sent: int = 0
     _names: list[str | None] = field(default_factory=list)

@@ -20,6 +20,8 @@ TOOL_START = "<tool_call>"
 class ThinkReasoningParser:
     """Splits text into (reasoning, content); ``feed`` gives the same split incrementally."""
 
+    MARKERS = (THINK_START, THINK_END)  # texts the parser must see, even when they are special tokens
+
     def __init__(self, chat_template_kwargs: dict[str, Any] | None = None) -> None:
         self.enabled = (chat_template_kwargs or {}).get("enable_thinking", True) is not False
         self._text = ""

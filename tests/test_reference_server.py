@@ -1,0 +1,63 @@
+"""`tokenspec serve`: the bundled reference server starts frontend + real vLLM engine, answers through the
+gateway, and SIGTERM stops every process it started (no orphans)."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.vllm
+
+
+def _processes_mentioning(port: int) -> list[str]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--port" in args and str(port).encode() in args:
+            found.append(b" ".join(args).decode(errors="replace"))
+    return found
+
+
+def test_serve_then_sigterm_leaves_nothing_running(tmp_path: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "tokenspec", "serve"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lines: list[str] = []
+    ready = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("model "):
+                ready.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        assert ready.wait(360), "".join(lines)[-3000:]
+        text = "".join(lines)
+        frontend = re.search(r"frontend \(render, derender, gateway\): (\S+)", text).group(1)
+        engine = re.search(r"engine \(vLLM, generate \+ coupled reference\): (\S+)", text).group(1)
+        body = {"model": "tokenspec-tiny", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4,
+                "temperature": 0, "return_token_ids": True}
+        ours = httpx.post(f"{frontend}/v1/chat/completions", json=body, timeout=60).json()
+        theirs = httpx.post(f"{engine}/v1/chat/completions", json=body, timeout=60).json()
+        assert ours["choices"][0]["token_ids"] == theirs["choices"][0]["token_ids"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=90)
+    assert code == 0
+    for url in (frontend, engine):
+        port = int(url.rsplit(":", 1)[1])
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"{url}/health", timeout=5)
+        assert not _processes_mentioning(port), f"left running: {_processes_mentioning(port)}"
