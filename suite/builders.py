@@ -4,14 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-TOOL = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Current weather for a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-    },
-}
 USER_HELLO = [{"role": "user", "content": "Hello, who are you?"}]
 # Switches thinking off for templates that support it, so derendered text lands in `content` on servers
 # with a reasoning parser; templates and servers without the switch ignore it.

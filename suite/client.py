@@ -158,7 +158,8 @@ def check_schema(method: str, path: str, resp: httpx.Response) -> None:
     try:
         body = resp.json()
     except ValueError:
-        raise SchemaViolation(f"{method} {path} -> {resp.status_code}", ["body is not valid JSON"], resp.text[:300])
+        where = f"{method} {path} -> {resp.status_code}"
+        raise SchemaViolation(where, ["body is not valid JSON"], resp.text[:300]) from None
     problems = validate_response(method, path, resp.status_code, body)
     if problems:
         raise SchemaViolation(f"{method} {path} -> {resp.status_code}", problems, body)

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, settings
 
 from tokenspec.suite.client import SuiteClient
 from tokenspec.suite.plugin import LAST_REQUEST
-from tokenspec.suite.results import UNSUPPORTED_PREFIX
 from tokenspec.suite.probe import Capabilities, probe
+from tokenspec.suite.results import UNSUPPORTED_PREFIX
 from tokenspec.suite.target import Codec, Target
 
 

@@ -246,7 +246,8 @@ def compare_generate_request(vllm: dict[str, Any], ours: dict[str, Any], hits: C
         vllm["reasoning_parser_kwargs"] = {"chat_template_kwargs": {
             k: v for k, v in kwargs.items() if k != "cohere_format"}}
     for field in GENERATE_FIELDS:
-        assert vllm.get(field) == ours.get(field), f"{field}: vllm {vllm.get(field)!r} ours {ours.get(field)!r}\n{context}"
+        assert vllm.get(field) == ours.get(field), \
+            f"{field}: vllm {vllm.get(field)!r} ours {ours.get(field)!r}\n{context}"
     prefix = vllm["request_id"].rsplit("-", 1)[0] if request.get("request_id") is None else vllm["request_id"]
     assert ours["request_id"].startswith(prefix.split("-")[0] + "-"), (vllm["request_id"], ours["request_id"])
     if request.get("request_id") is not None:
@@ -278,7 +279,8 @@ def assistant_turn(draw: st.DrawFn) -> list[dict[str, Any]]:
         turn["content"] = draw(message_content())
         return [turn]
     calls = [{"id": f"call_{i}", "type": "function",
-              "function": {"name": TOOL_NAME, "arguments": json.dumps(draw(arguments), ensure_ascii=draw(st.booleans()))}}
+              "function": {"name": TOOL_NAME,
+                           "arguments": json.dumps(draw(arguments), ensure_ascii=draw(st.booleans()))}}
              for i in range(draw(st.integers(1, 2)))]
     turn["content"] = draw(st.sampled_from([None, ""]) | text)
     turn["tool_calls"] = calls
@@ -535,7 +537,8 @@ def test_chat_derender_parity(pair: Pair, tok: Tokenizer, prompts: dict[str, lis
 def completion_derender_cases(draw: st.DrawFn) -> dict[str, Any]:
     n = draw(st.integers(1, 3))
     responses = [{"request_id": f"cmpl-parity-{i}", "choices": [
-        {"index": 0, "token_ids": draw(outputs.filter(bool)), "finish_reason": draw(st.sampled_from(["stop", "length"])),
+        {"index": 0, "token_ids": draw(outputs.filter(bool)),
+         "finish_reason": draw(st.sampled_from(["stop", "length"])),
          "stop_reason": None}]} for i in range(n)]
     body: dict[str, Any] = {"model": MODEL, "generate_responses": responses,
                             "completion_request": {"model": MODEL, "prompt": "hi"}}

@@ -122,7 +122,7 @@ def render_chat(template: str, messages: list[dict[str, Any]], *, tools: list[di
     return text
 
 
-def _token_text(value: Any) -> str | None:
+def token_text(value: Any) -> str | None:
     """A special token in tokenizer_config.json is a string or an AddedToken-like dict."""
     if isinstance(value, str):
         return value
@@ -151,7 +151,7 @@ class ChatTemplate:
             source = jinja_file.read_text(encoding="utf-8")
         if not isinstance(source, str):
             raise ChatTemplateError(f"{model_dir} defines no chat template")
-        special = {name: text for name in SPECIAL_TOKEN_NAMES if (text := _token_text(config.get(name)))}
+        special = {name: text for name in SPECIAL_TOKEN_NAMES if (text := token_text(config.get(name)))}
         return cls(source, special)
 
     def render(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,

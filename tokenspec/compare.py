@@ -23,7 +23,8 @@ class Difference:
     b: Any
 
     def __str__(self) -> str:
-        return f"{self.field}: {json.dumps(self.a, ensure_ascii=False)[:300]} != {json.dumps(self.b, ensure_ascii=False)[:300]}"
+        a, b = (json.dumps(v, ensure_ascii=False)[:300] for v in (self.a, self.b))
+        return f"{self.field}: {a} != {b}"
 
 
 def _arguments(raw: Any) -> Any:
@@ -73,32 +74,28 @@ def compare_views(a: dict[str, Any], b: dict[str, Any], fields: tuple[str, ...])
     return [Difference(f, a.get(f), b.get(f)) for f in fields if a.get(f) != b.get(f)]
 
 
-def compare_chat(a: dict[str, Any], b: dict[str, Any], fields: tuple[str, ...] = CHAT_FIELDS) -> list[Difference]:
-    """Differences between two chat completion responses, choice by choice (matched by index)."""
-    diffs: list[Difference] = []
+def _compare_choices(a: dict[str, Any], b: dict[str, Any], view: Any, fields: tuple[str, ...]) -> list[Difference]:
+    """Differences choice by choice, matched by index, each choice reduced by ``view`` first."""
     a_choices = {c["index"]: c for c in a.get("choices") or []}
     b_choices = {c["index"]: c for c in b.get("choices") or []}
     if sorted(a_choices) != sorted(b_choices):
         return [Difference("choices.index", sorted(a_choices), sorted(b_choices))]
+    diffs: list[Difference] = []
     for index in sorted(a_choices):
-        va = chat_view(a_choices[index], a.get("usage"))
-        vb = chat_view(b_choices[index], b.get("usage"))
+        va, vb = view(a_choices[index], a.get("usage")), view(b_choices[index], b.get("usage"))
         diffs += [Difference(f"choices[{index}].{d.field}", d.a, d.b) for d in compare_views(va, vb, fields)]
     return diffs
+
+
+def compare_chat(a: dict[str, Any], b: dict[str, Any], fields: tuple[str, ...] = CHAT_FIELDS) -> list[Difference]:
+    """Differences between two chat completion responses."""
+    return _compare_choices(a, b, chat_view, fields)
 
 
 def compare_completions(a: dict[str, Any], b: dict[str, Any],
                         fields: tuple[str, ...] = COMPLETION_FIELDS) -> list[Difference]:
-    diffs: list[Difference] = []
-    a_choices = {c["index"]: c for c in a.get("choices") or []}
-    b_choices = {c["index"]: c for c in b.get("choices") or []}
-    if sorted(a_choices) != sorted(b_choices):
-        return [Difference("choices.index", sorted(a_choices), sorted(b_choices))]
-    for index in sorted(a_choices):
-        va = completion_view(a_choices[index], a.get("usage"))
-        vb = completion_view(b_choices[index], b.get("usage"))
-        diffs += [Difference(f"choices[{index}].{d.field}", d.a, d.b) for d in compare_views(va, vb, fields)]
-    return diffs
+    """Differences between two completions responses."""
+    return _compare_choices(a, b, completion_view, fields)
 
 
 def compare_logprobs(a: list[dict[str, Any]] | None, b: list[dict[str, Any]] | None,

@@ -24,6 +24,7 @@ import httpx
 
 from tokenspec.compare import chat_view, completion_view
 from tokenspec.errors import UsageError
+from tokenspec.samples import WEATHER_TOOL as TOOL
 from tokenspec.target import check_reachable, normalise_url, served_model
 
 FIELDS = ("token_ids", "content", "reasoning", "tool_calls", "text", "finish_reason", "usage", "logprobs")
@@ -34,16 +35,6 @@ PHRASES = [
     '{"key": "value", "n": 3}', "Summarise: the quick brown fox jumps over the lazy dog.", "¿Qué hora es?",
     "Name a colour 🎨 and a fruit 🍓.",
 ]
-TOOL = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Current weather for a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-    },
-}
-
-
 @dataclass
 class Case:
     id: str
@@ -172,6 +163,13 @@ def to_json(a: str, b: str, model: str, seed: int, results: list[CaseResult]) ->
     }
 
 
+STYLE = (
+    "body{font-family:sans-serif;margin:2em} table{border-collapse:collapse} td,th{border:1px solid #ccc;"
+    "padding:2px 6px} .diff_add{background:#aaffaa} .diff_chg{background:#ffff77} .diff_sub{background:#ffaaaa}"
+    " pre{background:#f6f6f6}"
+)
+
+
 def _rate(rate: float | None) -> str:
     return "n/a" if rate is None else f"{100 * rate:.1f}%"
 
@@ -195,12 +193,11 @@ def to_html(report: dict[str, Any]) -> str:
                              f"{esc(json.dumps(r['request'], ensure_ascii=False, indent=1))}</pre></details>{table}")
         if r["errors"]:
             diffs.append(f"<h3>{esc(r['id'])}: errors</h3><pre>{esc(json.dumps(r['errors'], indent=1))}</pre>")
-    return f"""<!doctype html><html><head><meta charset="utf-8"><title>tokenspec parity</title><style>
-body{{font-family:sans-serif;margin:2em}} table{{border-collapse:collapse}} td,th{{border:1px solid #ccc;padding:2px 6px}}
-.diff_add{{background:#aaffaa}} .diff_chg{{background:#ffff77}} .diff_sub{{background:#ffaaaa}} pre{{background:#f6f6f6}}
-</style></head><body><h1>tokenspec parity report</h1>
-<p>A: <code>{esc(report['a'])}</code><br>B: <code>{esc(report['b'])}</code><br>model <code>{esc(report['model'])}</code>,
-{report['cases']} cases (seed {report['seed']}), {report['errors']} with errors.</p>
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>tokenspec parity</title>
+<style>{STYLE}</style></head><body><h1>tokenspec parity report</h1>
+<p>A: <code>{esc(report['a'])}</code><br>B: <code>{esc(report['b'])}</code><br>
+model <code>{esc(report['model'])}</code>, {report['cases']} cases (seed {report['seed']}),
+{report['errors']} with errors.</p>
 <h2>Agreement per field</h2><table><tr><th>field</th><th>agree</th><th>disagree</th><th>not comparable</th>
 <th>rate</th></tr>{rows}</table><h2>Disagreements</h2>{''.join(diffs) or '<p>none</p>'}</body></html>
 """

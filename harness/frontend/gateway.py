@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -130,15 +130,8 @@ class Gateway:
         except Exception as exc:  # noqa: BLE001 - no traceback ever reaches a client
             return ApiError(f"the request could not be processed: {type(exc).__name__}").response()
 
-        async def relay() -> AsyncIterator[bytes]:
-            try:
-                async for event in self._events(resp):
-                    yield _sse(event)
-            except ApiError as err:
-                yield _sse(err.body())
-            yield b"data: [DONE]\n\n"
-
-        return StreamingResponse(relay(), media_type="text/event-stream")
+        return StreamingResponse(self._relay(resp, lambda event: event, counted=False),
+                                 media_type="text/event-stream")
 
     def route(self, kind: str):
         async def handle(request: Request) -> Response:
@@ -174,7 +167,8 @@ class Gateway:
         name = body.get("model") or self.fe.config.model_name
         if body.get("stream"):
             resp = await self._open_stream(gen_request)
-            return StreamingResponse(self._chat_stream(resp, body, gen_request), media_type="text/event-stream")
+            return StreamingResponse(self._relay(resp, self._chat_chunks(body, gen_request)),
+                                     media_type="text/event-stream")
         generated = await self._generate(gen_request)
         if body.get("return_tokens_only"):  # TOKNAT-007: no decoding, no parsers
             out = token_native.tokens_only_chat(self.fe.model, generated, body, len(prompt_ids), name)
@@ -191,46 +185,54 @@ class Gateway:
             out["tokenizer_version"] = self.fe.tokenizer_version  # TOKNAT-008
         return JSONResponse(out)
 
-    async def _chat_stream(self, resp: httpx.Response, body: dict[str, Any], gen_request: dict[str, Any]
-                           ) -> AsyncIterator[bytes]:
+    async def _relay(self, resp: httpx.Response, convert: Callable[[dict[str, Any]], dict[str, Any] | None],
+                     counted: bool = True) -> AsyncIterator[bytes]:
+        """Turn the engine's events into SSE chunks with ``convert`` (None: nothing to send), ending in
+        ``[DONE]``; an engine failure mid-stream becomes an error event. Releases the concurrency slot."""
+        try:
+            async for event in self._events(resp):
+                chunk = convert(event)
+                if chunk is not None:
+                    yield _sse(chunk)
+        except ApiError as err:
+            yield _sse(err.body())
+        finally:
+            if counted:
+                self.in_flight -= 1
+        yield b"data: [DONE]\n\n"
+
+    def _chat_chunks(self, body: dict[str, Any], gen_request: dict[str, Any]
+                     ) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
+        """The per-event conversion of a chat stream; keeps one stream_state per choice index."""
         prompt_ids = gen_request["token_ids"]
         name = body.get("model") or self.fe.config.model_name
         states: dict[int, dict[str, Any]] = {}
         tokens_only = bool(body.get("return_tokens_only"))
         delta_ids = tokens_only or bool(body.get("return_token_ids"))
         version = self.fe.tokenizer_version if token_native.is_token_native(body) else None
-        try:
-            async for event in self._events(resp):
-                if not event.get("choices"):
-                    chunk = self._usage_chunk(event, gen_request, name, "chat.completion.chunk")
-                    if version is not None:
-                        chunk["tokenizer_version"] = version
-                    yield _sse(chunk)
-                    continue
-                if tokens_only:  # TOKNAT-007: ids only, no decoding, no parsers
-                    chunk = token_native.tokens_only_chunk(self.fe.model, event, body, len(prompt_ids), name, states)
-                else:
-                    index = event["choices"][0]["index"]
-                    out = self.fe.derenderer.chat_stream(
-                        {"generate_chunk": event, "stream_state": states.get(index),
-                         "prompt_tokens": len(prompt_ids), "prompt_token_ids": prompt_ids, "chat_request": body},
-                        name)
-                    states[index] = out["stream_state"]
-                    chunk = out["chunk"]
-                chunk["id"] = gen_request["request_id"]
-                if delta_ids:  # TOKNAT-006: the ids behind each delta
-                    sources = {c["index"]: c for c in event["choices"]}
-                    for choice in chunk["choices"]:
-                        choice["delta"]["token_ids"] = list(sources[choice["index"]].get("token_ids") or [])
-                if version is not None:
-                    chunk["tokenizer_version"] = version  # TOKNAT-008
-                if chunk["choices"] or chunk.get("usage"):
-                    yield _sse(chunk)
-        except ApiError as err:
-            yield _sse(err.body())
-        finally:
-            self.in_flight -= 1
-        yield b"data: [DONE]\n\n"
+
+        def convert(event: dict[str, Any]) -> dict[str, Any] | None:
+            if not event.get("choices"):
+                chunk = self._usage_chunk(event, gen_request, name, "chat.completion.chunk")
+            elif tokens_only:  # TOKNAT-007: ids only, no decoding, no parsers
+                chunk = token_native.tokens_only_chunk(self.fe.model, event, body, len(prompt_ids), name, states)
+            else:
+                index = event["choices"][0]["index"]
+                out = self.fe.derenderer.chat_stream(
+                    {"generate_chunk": event, "stream_state": states.get(index), "prompt_tokens": len(prompt_ids),
+                     "prompt_token_ids": prompt_ids, "chat_request": body}, name)
+                states[index] = out["stream_state"]
+                chunk = out["chunk"]
+            chunk["id"] = gen_request["request_id"]
+            if delta_ids and chunk["choices"]:  # TOKNAT-006: the ids behind each delta
+                sources = {c["index"]: c for c in event["choices"]}
+                for choice in chunk["choices"]:
+                    choice["delta"]["token_ids"] = list(sources[choice["index"]].get("token_ids") or [])
+            if version is not None:
+                chunk["tokenizer_version"] = version  # TOKNAT-008
+            return chunk if chunk["choices"] or chunk.get("usage") else None
+
+        return convert
 
     def _usage_chunk(self, event: dict[str, Any], gen_request: dict[str, Any], name: str, obj: str
                      ) -> dict[str, Any]:
@@ -248,7 +250,7 @@ class Gateway:
             if len(gen_requests) != 1:
                 raise ApiError("streaming is supported for one prompt per request", param="prompt")
             resp = await self._open_stream(gen_requests[0])
-            return StreamingResponse(self._completions_stream(resp, body, gen_requests[0]),
+            return StreamingResponse(self._relay(resp, self._completion_chunks(body, gen_requests[0])),
                                      media_type="text/event-stream")
         responses = [await self._generate(r) for r in gen_requests]
         out = self.fe.derenderer.completions(
@@ -262,29 +264,26 @@ class Gateway:
                 choice["token_ids"] = generated["token_ids"]
         return JSONResponse(out)
 
-    async def _completions_stream(self, resp: httpx.Response, body: dict[str, Any], gen_request: dict[str, Any]
-                                  ) -> AsyncIterator[bytes]:
+    def _completion_chunks(self, body: dict[str, Any], gen_request: dict[str, Any]
+                           ) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
+        """The per-event conversion of a completions stream; one stream_state per choice index."""
         prompt_ids = gen_request["token_ids"]
         name = body.get("model") or self.fe.config.model_name
         states: dict[int, dict[str, Any]] = {}
-        try:
-            async for event in self._events(resp):
-                if not event.get("choices"):
-                    yield _sse(self._usage_chunk(event, gen_request, name, "text_completion"))
-                    continue
-                index = event["choices"][0]["index"]
-                out = self.fe.derenderer.completions_stream(
-                    {"generate_chunk": event, "stream_state": states.get(index), "prompt_tokens": len(prompt_ids),
-                     "prompt_token_ids": prompt_ids, "completion_request": body}, name)
-                states[index] = out["stream_state"]
-                chunk = out["chunk"]
-                chunk["id"] = gen_request["request_id"]
-                if body.get("return_token_ids"):
-                    for choice, source in zip(chunk["choices"], event["choices"], strict=True):
-                        choice["token_ids"] = source.get("token_ids")
-                yield _sse(chunk)
-        except ApiError as err:
-            yield _sse(err.body())
-        finally:
-            self.in_flight -= 1
-        yield b"data: [DONE]\n\n"
+
+        def convert(event: dict[str, Any]) -> dict[str, Any] | None:
+            if not event.get("choices"):
+                return self._usage_chunk(event, gen_request, name, "text_completion")
+            index = event["choices"][0]["index"]
+            out = self.fe.derenderer.completions_stream(
+                {"generate_chunk": event, "stream_state": states.get(index), "prompt_tokens": len(prompt_ids),
+                 "prompt_token_ids": prompt_ids, "completion_request": body}, name)
+            states[index] = out["stream_state"]
+            chunk = out["chunk"]
+            chunk["id"] = gen_request["request_id"]
+            if body.get("return_token_ids"):
+                for choice, source in zip(chunk["choices"], event["choices"], strict=True):
+                    choice["token_ids"] = source.get("token_ids")
+            return chunk
+
+        return convert
