@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tokenspec.samples import WEATHER_TOOL
+
+TOOL = WEATHER_TOOL
 USER_HELLO = [{"role": "user", "content": "Hello, who are you?"}]
 # Switches thinking off for templates that support it, so derendered text lands in `content` on servers
 # with a reasoning parser; templates and servers without the switch ignore it.

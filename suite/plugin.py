@@ -209,6 +209,14 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 _CONFIG: dict[str, pytest.Config] = {}
+_COLLECTION_ERRORS = pytest.StashKey[list[str]]()
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    """A suite module that cannot even be imported is a broken run, not a passing one."""
+    config = _CONFIG.get("config")
+    if config is not None and report.failed:
+        config.stash.setdefault(_COLLECTION_ERRORS, []).append(f"{report.nodeid}: {str(report.longrepr)[-500:]}")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -234,5 +242,5 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     )
     out = config.getoption("--tokenspec-report")
     if out:
-        write_reports(Path(out), info, config.stash[_RESULTS])
+        write_reports(Path(out), info, config.stash[_RESULTS], config.stash.get(_COLLECTION_ERRORS, []))
 

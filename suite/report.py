@@ -27,8 +27,9 @@ class RunInfo:
     duration_s: float
 
 
-def report_dict(info: RunInfo, results: list[TestResult]) -> dict:
+def report_dict(info: RunInfo, results: list[TestResult], collection_errors: list[str] | None = None) -> dict:
     return {
+        "collection_errors": collection_errors or [],
         "tokenspec_version": __version__,
         "target": info.target,
         "engine": info.engine,
@@ -42,9 +43,11 @@ def report_dict(info: RunInfo, results: list[TestResult]) -> dict:
     }
 
 
-def write_reports(out: Path, info: RunInfo, results: list[TestResult]) -> None:
+def write_reports(out: Path, info: RunInfo, results: list[TestResult], collection_errors: list[str] | None = None
+                  ) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "report.json").write_text(json.dumps(report_dict(info, results), indent=2, ensure_ascii=False) + "\n")
+    report = report_dict(info, results, collection_errors)
+    (out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     (out / "summary.md").write_text(summary_markdown(info, results))
 
 

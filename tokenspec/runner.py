@@ -81,7 +81,11 @@ def run_from_args(args: argparse.Namespace) -> int:
     report = report_dir / "report.json"
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or not report.exists():
         raise UsageError(f"the suite could not run (pytest exit code {int(code)}); see the output above")
-    summary = json.loads(report.read_text())["summary"]
+    data = json.loads(report.read_text())
+    if data.get("collection_errors"):
+        first = data["collection_errors"][0].splitlines()[-1] if data["collection_errors"][0] else ""
+        raise UsageError(f"{len(data['collection_errors'])} suite module(s) failed to load ({first.strip()})")
+    summary = data["summary"]
     print(
         f"tokenspec: {summary['passed']} passed, {summary['failed']} failed, {summary['errors']} errors,"
         f" {summary['unsupported']} unsupported, {summary['xfailed']} xfailed, {summary['xpassed']} xpassed;"
@@ -89,5 +93,5 @@ def run_from_args(args: argparse.Namespace) -> int:
     )
     from tokenspec.suite.results import TestResult, exit_code
 
-    tests = [TestResult(**t) for t in json.loads(report.read_text())["tests"]]
+    tests = [TestResult(**t) for t in data["tests"]]
     return exit_code(tests)
