@@ -60,6 +60,9 @@ class Renderer:
     # -- prompt ---------------------------------------------------------------------------------------
 
     def chat_prompt_ids(self, body: dict[str, Any]) -> list[int]:
+        if not body["messages"]:
+            raise bad_request("Cannot apply chat template to an empty conversation. Provide at least one message.",
+                              param="messages")
         template = self.model.chat_template
         if template is None:
             raise bad_request("As of transformers v4.44, default chat template is no longer allowed, so you "
@@ -107,6 +110,8 @@ class Renderer:
         return out
 
     def _check_length(self, ids: list[int], truncate: int | None) -> list[int]:
+        if not ids:
+            raise bad_request("The rendered prompt is empty: there is nothing to generate from.")
         if truncate is not None and truncate != 0:
             keep = self.config.max_model_len if truncate == -1 else truncate
             ids = ids[-keep:]
