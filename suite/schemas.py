@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from jsonschema.exceptions import ValidationError, best_match
+
 from tokenspec.specs.openapi import response_schema
 
 MAX_PROBLEMS = 5
@@ -35,6 +37,17 @@ def validate_response(
         return []
     problems = []
     for error in sorted(validator.iter_errors(body), key=lambda e: list(e.absolute_path)):
+        # A oneOf/anyOf failure says only "... is not valid under any of the given schemas"; the most
+        # relevant sub-error (e.g. "'usage' is a required property") is what names the problem.
+        if error.context:
+            error = best_match(error.context)
         where = "/" + "/".join(str(p) for p in error.absolute_path)
-        problems.append(f"{where}: {error.message[:200]}")
+        problems.append(f"{where}: {_short(error)}")
     return problems
+
+
+def _short(error: ValidationError) -> str:
+    """The message without the echoed instance, which can be kilobytes long."""
+    if error.validator == "required" or len(error.message) <= 200:
+        return error.message[:200]
+    return f"{error.validator} {error.validator_value!r:.80} failed".replace("\n", " ")

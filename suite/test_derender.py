@@ -41,9 +41,9 @@ def test_usage_arithmetic(api, target, codec, data) -> None:
     prompt_tokens = data.draw(st.one_of(st.none(), st.integers(0, 500)))
     body = chat_derender(target.model, generate_response(*choices), prompt_tokens=prompt_tokens)
     usage = api.post_ok(CHAT, body)["usage"]
-    assert usage["completion_tokens"] == sum(lengths)
-    assert usage["prompt_tokens"] == (prompt_tokens or 0)
-    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    assert usage["completion_tokens"] == sum(lengths), f"completion_tokens for choices of {lengths} ids: {usage}"
+    assert usage["prompt_tokens"] == (prompt_tokens or 0), f"prompt_tokens sent {prompt_tokens}: {usage}"
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"], f"total_tokens: {usage}"
 
 
 @pytest.mark.req("DERENDER-003", "DERENDER-005", "DERENDER-017")

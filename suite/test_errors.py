@@ -32,6 +32,18 @@ ENDPOINTS: dict[str, tuple[str, str, str, Any]] = {
 }
 NAMES = list(ENDPOINTS)
 OVERSIZED = 64 << 20
+# Bodies of the endpoint's own shape, padded inside a string: a server without a size limit must parse all
+# of it and cannot answer a shape error instead (that would hide a missing limit).
+_CHAT = b'"messages":[{"role":"user","content":"'
+OVERSIZED_SHAPES = {
+    "chat-render": (b'{"model":"MODEL",' + _CHAT, b'"}]}'),
+    "completions-render": (b'{"model":"MODEL","prompt":"', b'"}'),
+    "chat-derender": (b'{"model":"MODEL","generate_response":{"choices":[{"index":0,"token_ids":[5]}]},'
+                      b'"chat_request":{' + _CHAT, b'"}]}}'),
+    "completions-derender": (b'{"model":"MODEL","generate_responses":[{"choices":[{"index":0,"token_ids":[5]}]}],'
+                             b'"completion_request":{"prompt":"', b'"}}'),
+    "generate": (b'{"model":"MODEL","token_ids":[5],"sampling_params":{"max_tokens":1},"request_id":"', b'"}'),
+}
 
 
 def valid_body(name: str, model: str | None, codec) -> dict[str, Any]:
@@ -114,10 +126,8 @@ def test_missing_or_wrongly_typed_field_rejected(request, target, codec, name, f
 @pytest.mark.parametrize("name", [n for n in NAMES if n not in ("tokenize", "detokenize")])
 def test_oversized_body_rejected(request, target, name) -> None:
     client, path = endpoint(request, name)
-    head = b'{"model":"' + target.model.encode() + b'","messages":[{"role":"user","content":"'
-    if name == "completions-render":
-        head = b'{"model":"' + target.model.encode() + b'","prompt":"'
-    tail = b'"}]}' if name != "completions-render" else b'"}'
+    head, tail = OVERSIZED_SHAPES[name]
+    head = head.replace(b"MODEL", target.model.encode())
     content = head + b"a" * (OVERSIZED - len(head) - len(tail)) + tail
     resp = client.request("POST", path, content=content, content_type="application/json")
     assert resp.status_code in (400, 413), f"a {len(content) >> 20} MiB body answered {resp.status_code}"
@@ -191,3 +201,28 @@ def test_bound_violation_message_states_limit_and_value(api, target, codec, max_
     assert resp.status_code == 400, resp.text[:300]
     message = resp.json()["error"]["message"]
     assert str(max_model_len) in message and str(max_model_len + 1) in message, message[:300]
+
+
+@pytest.mark.req("ERROR-014")
+@pytest.mark.parametrize("name", [n for n in NAMES if n not in ("tokenize", "detokenize")])
+def test_oversized_body_refused_from_its_declared_length(request, target, name) -> None:
+    """Declare a 64 MiB body, send 1 KiB of it, and wait: a server that checks Content-Length answers at once;
+    one that reads (and would parse) the whole body first is still waiting when the test gives up."""
+    import socket
+    from urllib.parse import urlsplit
+
+    client, path = endpoint(request, name)
+    url = urlsplit(client.base_url)
+    head = (f"POST {path} HTTP/1.1\r\nHost: {url.hostname}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {OVERSIZED}\r\nConnection: close\r\n\r\n").encode()
+    with socket.create_connection((url.hostname, url.port or 80), timeout=5) as sock:
+        sock.sendall(head + OVERSIZED_SHAPES[name][0] + b"a" * 1024)
+        try:
+            answer = sock.recv(4096)
+        except TimeoutError:
+            answer = b""
+    status = answer.split(b" ", 2)[1].decode() if answer.startswith(b"HTTP/") else None
+    assert status in ("413", "400"), (
+        f"with only 1 KiB of a declared {OVERSIZED >> 20} MiB body sent, the server "
+        + ("was still waiting after 5 s: it reads the whole body before checking its size" if status is None
+           else f"answered {status}"))

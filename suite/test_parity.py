@@ -59,10 +59,20 @@ def _assert_no_diffs(diffs, what: str) -> None:
     assert not diffs, f"{what} disagrees with the reference:\n" + "\n".join(f"  - {d}" for d in diffs)
 
 
+LETTERS = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ.,!?éü東京"), min_size=1,
+                  max_size=30).filter(str.strip)
+
+
 @pytest.mark.req("PARITY-001", "PARITY-002", "PARITY-005")
-@given(body=strategies.conversations(), max_tokens=st.integers(1, 24))
-def test_same_token_parity(api, reference, target, capabilities, body, max_tokens) -> None:
-    request = _request(target.model, body, capabilities, max_tokens=max_tokens, temperature=0, return_token_ids=True)
+@given(body=strategies.conversations(), max_tokens=st.integers(1, 24), forced=st.one_of(st.none(), LETTERS))
+def test_same_token_parity(api, reference, target, capabilities, body, max_tokens, forced) -> None:
+    """Random weights mostly emit whitespace or never-closed reasoning, which hides content faults; about
+    half the examples therefore force readable content with structured outputs (thinking switched off)."""
+    fields: dict = {"max_tokens": max_tokens, "temperature": 0, "return_token_ids": True}
+    if forced is not None:
+        fields.update(max_tokens=96, structured_outputs={"regex": re.escape(forced)},
+                      chat_template_kwargs={"enable_thinking": False})
+    request = _request(target.model, body, capabilities, **fields)
     coupled = reference.post_ok(COUPLED_CHAT, request)
     rendered = api.post_ok(CHAT_RENDER, request)
     assert rendered["token_ids"] == coupled["prompt_token_ids"], "render and the reference prompt differ"

@@ -41,8 +41,8 @@ def test_chat_render_is_deterministic(api, target, capabilities, body) -> None:
         body.pop("tools")
     request = {"model": target.model, **body}
     first, second = api.post_ok(CHAT, request), api.post_ok(CHAT, request)
-    assert first["token_ids"] == second["token_ids"]
-    assert first["sampling_params"] == second["sampling_params"]
+    assert first["token_ids"] == second["token_ids"], "two renders of one request gave different token_ids"
+    assert first["sampling_params"] == second["sampling_params"], "two renders gave different sampling_params"
 
 
 @pytest.mark.req("RENDER-004")

@@ -114,7 +114,7 @@ def test_chat_deltas_concatenate_to_the_non_stream_content(api, target, codec, d
     _, ids, chunks = data.draw(split_text(codec))
     whole = api.post_ok(CHAT, chat_derender(target.model, generate_response(choice(ids))))
     streamed = "".join(streamed_text(CHAT, stream_derender(api, target.model, CHAT, chunks)))
-    assert streamed == visible_text(whole["choices"][0]["message"])
+    assert streamed == visible_text(whole["choices"][0]["message"]), "streamed deltas != the non-stream answer"
 
 
 @pytest.mark.req("STREAM-009")
@@ -123,7 +123,7 @@ def test_completions_deltas_concatenate_to_the_non_stream_text(api, target, code
     _, ids, chunks = data.draw(split_text(codec))
     whole = api.post_ok(COMPLETIONS, completions_derender(target.model, [generate_response(choice(ids))]))
     streamed = "".join(streamed_text(COMPLETIONS, stream_derender(api, target.model, COMPLETIONS, chunks)))
-    assert streamed == whole["choices"][0]["text"]
+    assert streamed == whole["choices"][0]["text"], "streamed text deltas != the non-stream text"
 
 
 @pytest.mark.req("STREAM-010")
