@@ -23,6 +23,7 @@ from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME, build
 
 TOOL_PARSER = "hermes"
 REASONING_PARSER = "qwen3"
+MAX_MODEL_LEN = 2048  # the engine's and the frontend's context length must agree
 
 
 @dataclass
@@ -47,7 +48,8 @@ class FrontendProcess:
         self.log_path = self.log_path or logs / f"frontend-{self.port}.log"
         cmd = [sys.executable, "-m", "tokenspec", "serve", "frontend", "--model", str(self.model_dir),
                "--served-model-name", self.served_model_name, "--port", str(self.port),
-               "--tool-parser", TOOL_PARSER, "--reasoning-parser", REASONING_PARSER]
+               "--tool-parser", TOOL_PARSER, "--reasoning-parser", REASONING_PARSER,
+               "--max-model-len", str(MAX_MODEL_LEN)]
         if self.engine_url:
             cmd += ["--engine", self.engine_url]
         with open(self.log_path, "wb") as log:
@@ -83,8 +85,8 @@ class ReferenceServer:
     frontend: FrontendProcess | None = field(default=None, init=False)
 
     def start(self) -> ReferenceServer:
-        install = vllm.find_vllm(self.flavour, install=True)  # type: ignore[arg-type]
-        extra = vllm.parser_args(TOOL_PARSER, REASONING_PARSER) + vllm.engine_args()
+        install = vllm.find_vllm(self.flavour)  # type: ignore[arg-type]
+        extra = vllm.parser_args(TOOL_PARSER, REASONING_PARSER) + vllm.engine_args(MAX_MODEL_LEN)
         self.engine = vllm.VllmServer(install, "engine", self.model_dir, self.served_model_name, extra_args=extra)
         try:
             self.engine.start()

@@ -26,11 +26,15 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
         ["run", "--target", "http://127.0.0.1:99999"],
         ["spec", "drift", "--target", "http://127.0.0.1:1"],
         ["parity", "--a", "http://127.0.0.1:1", "--b", "http://127.0.0.1:1"],
+        ["serve", "frontend", "--model", "/nonexistent/model"],
+        ["serve", "frontend", "--model", "MODEL", "--tool-parser", "nope"],
+        ["run", "--target", "http://127.0.0.1:1", "--expectations", "/nonexistent.yaml"],
     ],
-    ids=["garbage", "scheme", "unreachable", "bad-port", "drift-unreachable", "parity-unreachable"],
+    ids=["garbage", "scheme", "unreachable", "bad-port", "drift-unreachable", "parity-unreachable",
+         "serve-missing-model", "serve-unknown-parser", "run-unreachable-first"],
 )
-def test_usage_errors_are_one_line_and_exit_2(args: list[str]) -> None:
-    done = run_cli(*args)
+def test_usage_errors_are_one_line_and_exit_2(args: list[str], tiny_model) -> None:
+    done = run_cli(*[str(tiny_model.model_dir) if a == "MODEL" else a for a in args])
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("tokenspec: error: "), done.stderr
@@ -70,3 +74,14 @@ def test_normalise_url_strips_the_trailing_slash() -> None:
 
 def test_spec_lint_command_passes() -> None:
     assert main(["spec", "lint"]) == 0
+
+
+def test_serve_without_vllm_names_the_fix(tmp_path: Path) -> None:
+    import os
+
+    env = {**os.environ, "TOKENSPEC_CACHE": str(tmp_path / "empty-cache")}
+    env.pop("TOKENSPEC_VLLM_PYTHON", None)
+    done = subprocess.run([sys.executable, "-m", "tokenspec", "serve", "--flavour", "cpu"], capture_output=True,
+                          text=True, timeout=60, env=env)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "tokenspec vllm install" in done.stderr, done.stderr

@@ -84,6 +84,8 @@ def _serve(args: argparse.Namespace) -> int:
             tool_parser=args.tool_parser,
             reasoning_parser=args.reasoning_parser,
             engine_url=args.engine,
+            max_model_len=args.max_model_len,
+            max_concurrency=args.max_concurrency,
         )
         serve(config, host=args.host, port=args.port or 8000)
         return 0
@@ -190,6 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--tool-parser", default="hermes")
     serve.add_argument("--reasoning-parser", default="qwen3")
     serve.add_argument("--engine", help="frontend only: engine URL for the /v1/* gateway")
+    serve.add_argument("--max-model-len", type=int, default=2048, help="context length (match the engine's)")
+    serve.add_argument("--max-concurrency", type=int, help="gateway requests in flight before answering 503")
     serve.add_argument("--flavour", choices=["auto", "cpu", "cuda"], default="auto")
     serve.set_defaults(handler=_serve)
 

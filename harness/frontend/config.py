@@ -26,6 +26,17 @@ class FrontendConfig:
     engine_timeout: float = 120.0
     max_concurrency: int | None = None  # gateway requests in flight before answering 503
 
+    def __post_init__(self) -> None:
+        from tokenspec.errors import UsageError
+        from tokenspec.harness.frontend.parsers import REASONING_PARSERS, TOOL_PARSERS
+
+        for kind, name, known in (("tool", self.tool_parser, TOOL_PARSERS), ("reasoning", self.reasoning_parser,
+                                                                             REASONING_PARSERS)):
+            if name is not None and name not in known:
+                raise UsageError(f"unknown {kind} parser {name!r}; known: {', '.join(sorted(known))}")
+        if self.max_model_len < 1:
+            raise UsageError(f"--max-model-len must be positive, got {self.max_model_len}")
+
     @property
     def model_name(self) -> str:
         """The name clients must use: the served name, else the folder path as given (vLLM's default)."""
