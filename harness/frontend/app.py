@@ -144,6 +144,7 @@ PATHS = ["/v1/chat/completions/render", "/v1/completions/render", "/v1/chat/comp
 def create_app(config: FrontendConfig) -> Starlette:
     """Build the app for one model folder (loaded now, so a bad folder fails at start-up)."""
     fe = Frontend(config)
+    fe.model.piece_table  # noqa: B018 - built now, not on the first derender
 
     async def health(request: Request) -> Response:
         return Response(status_code=200)

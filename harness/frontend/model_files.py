@@ -115,9 +115,22 @@ class ModelFiles:
             return None
         return self.tokenizer.id_to_token(token_id)
 
+    @property
+    def piece_table(self) -> list[str]:
+        """Every id's piece ('' for gaps), built once: a list index is far cheaper than a call into the
+        tokenizer per token, and derender looks up every generated token."""
+        table = self.__dict__.get("_piece_table")
+        if table is None:
+            size = max(self.vocab_size, self.tokenizer.get_vocab_size(with_added_tokens=True))
+            table = [self.tokenizer.id_to_token(i) or "" for i in range(size)]
+            self.__dict__["_piece_table"] = table
+        return table
+
     def ids_to_pieces(self, ids: list[int], skip_ids: frozenset[int]) -> list[str]:
         """Pieces for incremental decoding; unknown ids become '' and ``skip_ids`` are dropped."""
-        return [self.id_to_piece(i) or "" for i in ids if i not in skip_ids]
+        table = self.piece_table
+        size = len(table)
+        return [table[i] if 0 <= i < size else "" for i in ids if i not in skip_ids]
 
     def pieces_to_text(self, pieces: list[str]) -> str:
         """Join pieces with the tokenizer's decoder (byte-level pieces become UTF-8 text)."""
