@@ -187,4 +187,6 @@ def create_app(config: FrontendConfig) -> Starlette:
 
 def serve(config: FrontendConfig, host: str = "127.0.0.1", port: int = 8000) -> None:
     """Run the frontend with uvicorn until interrupted."""
-    uvicorn.run(create_app(config), host=host, port=port, log_level="warning")
+    # Keep idle connections well past typical client pool lifetimes: a server closing an idle keep-alive
+    # connection while a pooled client sends on it is a dropped request the client sees as a read error.
+    uvicorn.run(create_app(config), host=host, port=port, log_level="warning", timeout_keep_alive=75)
