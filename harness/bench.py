@@ -594,7 +594,7 @@ def bench_suite(args: argparse.Namespace) -> dict[str, Any]:
         assert server.engine is not None and server.frontend is not None
         report_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tokenspec-bench-")))
         run_args = build_parser().parse_args([
-            "run", "--target", server.frontend.url, "--engine", server.engine.url,
+            "run", "--target", server.frontend.url,
             "--reference", server.engine.url, "--tokenizer", str(model_dir), "--model", name,
             "--report", str(report_dir), "-n", "2",
         ])
