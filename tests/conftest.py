@@ -15,7 +15,6 @@ from hypothesis import settings
 from tokenspec.harness import vllm
 from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME, BuildResult, build
 
-
 # The project's own property tests draw the same examples on every run: CI must not pass or fail by luck.
 # (The conformance suite is seeded separately, by `tokenspec run --seed`.)
 settings.register_profile("tokenspec-tests", derandomize=True, deadline=None)
