@@ -83,10 +83,12 @@ def test_same_token_parity(api, reference, target, capabilities, body, max_token
 @pytest.mark.parametrize(
     "kind", [pytest.param(k, marks=pytest.mark.req(*reqs), id=k) for k, (_, reqs) in FORCED.items()]
 )
-@pytest.mark.parametrize("streaming", [False, True], ids=["whole", "stream"])
-def test_forced_markup_parity(api, reference, target, capabilities, kind, streaming) -> None:
+@pytest.mark.parametrize("mode", ["whole", "stream", "pipeline"])
+def test_forced_markup_parity(request, api, reference, target, capabilities, kind, mode) -> None:
+    """whole/stream: the reference's forced ids through the target's derender (non-streaming / replaying the
+    reference's chunk boundaries); pipeline: the same forced request through render -> engine -> derender."""
     text, _ = FORCED[kind]
-    request = _request(
+    request_body = _request(
         target.model,
         {"messages": [{"role": "user", "content": "What is the weather in Paris?"}], "tools": [TOOL]},
         capabilities,
@@ -95,24 +97,30 @@ def test_forced_markup_parity(api, reference, target, capabilities, kind, stream
         return_token_ids=True,
         structured_outputs={"regex": re.escape(text)},
     )
-    coupled = reference.post_ok(COUPLED_CHAT, request)
+    coupled = reference.post_ok(COUPLED_CHAT, request_body)
     message = coupled["choices"][0]["message"]
     if not (message.get("tool_calls") or message.get("reasoning")):
         pytest.skip(f"the reference did not emit the forced {kind} markup (structured outputs ignored?)")
-    if streaming:
+    if mode == "pipeline":
+        engine = request.getfixturevalue("engine")
+        ours = chat_pipeline(api, engine, target.model, request_body)
+        assert ours["choices"][0].get("token_ids") == coupled["choices"][0]["token_ids"], \
+            "the pipeline generated other ids than the reference for the same forced request"
+        _assert_no_diffs(compare_chat(coupled, ours), "the pipeline's answer to the forced request")
+    elif mode == "stream":
         # The oracle is the reference's NON-streaming answer: a stream must concatenate to it (STREAM-008).
         # Its own stream is only the source of real chunk boundaries (vLLM 0.32's coupled stream mis-parses
         # markers spelled with byte-level pieces, so it is not used as the expected value).
-        chunks = list(reference.stream_events(COUPLED_CHAT, {**request, "stream": True}))
+        chunks = list(reference.stream_events(COUPLED_CHAT, {**request_body, "stream": True}))
         streamed_ids = assemble_chat_stream(chunks)["choices"][0]["token_ids"]
         assert streamed_ids == coupled["choices"][0]["token_ids"], "the reference's stream generated other ids"
         prompt_ids = next((c["prompt_token_ids"] for c in chunks if c.get("prompt_token_ids")), [])
-        replay_request = {**request, "stream": True}
+        replay_request = {**request_body, "stream": True}
         ours = assemble_chat_stream(replay_chat_stream(api, target.model, replay_request, chunks, prompt_ids))
         _assert_no_diffs(compare_chat(coupled, ours, ("content", "reasoning", "tool_calls", "finish_reason")),
                          "streaming derender replaying the reference's chunks")
     else:
-        ours = derender_coupled_ids(api, target.model, request, coupled)
+        ours = derender_coupled_ids(api, target.model, request_body, coupled)
         _assert_no_diffs(compare_chat(coupled, ours), "derender of the forced markup")
 
 

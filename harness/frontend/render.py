@@ -186,6 +186,8 @@ class Renderer:
         params["skip_reading_prefix_cache"] = params.get("prompt_logprobs") is not None
         if 0 < params["temperature"] < _MAX_TEMP_FLOOR:
             params["temperature"] = _MAX_TEMP_FLOOR
+        if (constraint := _structured_outputs(body)) is not None:
+            params["structured_outputs"] = constraint
         check_sampling_ranges(params, self.config.max_n)
         explicit = {k for k in params if body.get(k) is not None} | {"max_tokens"}
         return {k: v for k, v in params.items()
@@ -255,6 +257,30 @@ def _join_tool_text_parts(messages: list[dict[str, Any]]) -> list[dict[str, Any]
             message = {**message, "content": "\n".join(p.get("text", "") for p in content)}
         out.append(message)
     return out
+
+
+# vLLM's StructuredOutputsParams fields, written in full as vLLM's render writes them.
+_STRUCTURED_DEFAULTS: dict[str, Any] = {
+    "json": None, "regex": None, "choice": None, "grammar": None, "json_object": None,
+    "disable_any_whitespace": False, "disable_additional_properties": False, "whitespace_pattern": None,
+    "structural_tag": None, "_backend": None, "_backend_was_auto": False,
+}
+
+
+def _structured_outputs(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The generation constraint of a request: ``structured_outputs`` as given, else ``response_format``
+    (json_object, or json_schema's schema). ``tool_choice`` constraints are not derived here (a known gap)."""
+    given = body.get("structured_outputs")
+    if isinstance(given, dict) and given:
+        return {**_STRUCTURED_DEFAULTS, **given}
+    response_format = body.get("response_format")
+    if isinstance(response_format, dict):
+        if response_format.get("type") == "json_object":
+            return {**_STRUCTURED_DEFAULTS, "json_object": True}
+        if response_format.get("type") == "json_schema":
+            schema = (response_format.get("json_schema") or {}).get("schema")
+            return {**_STRUCTURED_DEFAULTS, "json": schema if schema is not None else {}}
+    return None
 
 
 def _reasoning_ended(kwargs: dict[str, Any]) -> bool:
