@@ -70,6 +70,13 @@ class Codec:
         resp = self._remote("/detokenize", {"model": self.target.model, "tokens": ids})
         return str(resp["prompt"])
 
+    @cached_property
+    def special_texts(self) -> tuple[str, ...]:
+        """Texts of the tokens the tokenizer marks special (empty without a local tokenizer)."""
+        if self._local is None:
+            return ()
+        return tuple(sorted({t.content for t in self._local.get_added_tokens_decoder().values() if t.special}))
+
     def token_id(self, token: str) -> int | None:
         """The ID of a single (special or added) token, or None when the vocabulary lacks it."""
         if self._local is not None:

@@ -49,11 +49,20 @@ def _text(value: Any) -> str | None:
     return value if value else None  # "" and None both mean "no text"
 
 
-def chat_view(choice: dict[str, Any], usage: dict[str, Any] | None) -> dict[str, Any]:
+def _without(text: str | None, ignore_texts: tuple[str, ...]) -> str | None:
+    for ignored in ignore_texts:
+        text = text.replace(ignored, "") if text else text
+    return _text(text)
+
+
+def chat_view(choice: dict[str, Any], usage: dict[str, Any] | None, ignore_texts: tuple[str, ...] = ()
+              ) -> dict[str, Any]:
+    """The parity-relevant fields of a chat choice; ``ignore_texts`` (special-token texts, which DERENDER-025
+    says are never content) are removed from content and reasoning first."""
     message = choice.get("message") or {}
     return {
-        "content": _text(message.get("content")),
-        "reasoning": _text(message.get("reasoning") or message.get("reasoning_content")),
+        "content": _without(message.get("content"), ignore_texts),
+        "reasoning": _without(message.get("reasoning") or message.get("reasoning_content"), ignore_texts),
         "tool_calls": tool_signature(message.get("tool_calls")),
         "finish_reason": choice.get("finish_reason"),
         "usage": None if usage is None else {k: usage.get(k) for k in ("prompt_tokens", "completion_tokens",
@@ -74,7 +83,8 @@ def compare_views(a: dict[str, Any], b: dict[str, Any], fields: tuple[str, ...])
     return [Difference(f, a.get(f), b.get(f)) for f in fields if a.get(f) != b.get(f)]
 
 
-def _compare_choices(a: dict[str, Any], b: dict[str, Any], view: Any, fields: tuple[str, ...]) -> list[Difference]:
+def _compare_choices(a: dict[str, Any], b: dict[str, Any], view: Any, fields: tuple[str, ...]
+                     ) -> list[Difference]:
     """Differences choice by choice, matched by index, each choice reduced by ``view`` first."""
     a_choices = {c["index"]: c for c in a.get("choices") or []}
     b_choices = {c["index"]: c for c in b.get("choices") or []}
@@ -87,9 +97,10 @@ def _compare_choices(a: dict[str, Any], b: dict[str, Any], view: Any, fields: tu
     return diffs
 
 
-def compare_chat(a: dict[str, Any], b: dict[str, Any], fields: tuple[str, ...] = CHAT_FIELDS) -> list[Difference]:
+def compare_chat(a: dict[str, Any], b: dict[str, Any], fields: tuple[str, ...] = CHAT_FIELDS,
+                 ignore_texts: tuple[str, ...] = ()) -> list[Difference]:
     """Differences between two chat completion responses."""
-    return _compare_choices(a, b, chat_view, fields)
+    return _compare_choices(a, b, lambda choice, usage: chat_view(choice, usage, ignore_texts), fields)
 
 
 def compare_completions(a: dict[str, Any], b: dict[str, Any],
