@@ -14,19 +14,15 @@ from __future__ import annotations
 
 import json
 import random
-import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-import uvicorn
+from frontend_server import running_app
 
 from tokenspec.harness.frontend import FrontendConfig, create_app
-from tokenspec.harness.vllm import free_port
 
 CHAT_RENDER = "/v1/chat/completions/render"
 COMPLETIONS_RENDER = "/v1/completions/render"
@@ -339,20 +335,5 @@ def frontend_config(model_dir: Path, served_model_name: str, **overrides: Any) -
 @contextmanager
 def running_broken_server(fault: str | None, config: FrontendConfig, timeout: float = 20.0) -> Iterator[str]:
     """Serve the frontend behind ``fault`` (a FAULTS name, or None for none) on loopback; yields the URL."""
-    app = BrokenServer(create_app(config), FAULTS[fault] if fault else None)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, name=f"broken-{fault}-{port}", daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + timeout
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"the broken server ({fault}) did not start on {url}")
-            time.sleep(0.05)
-        assert httpx.get(f"{url}/health", timeout=5).status_code == 200
+    with running_app(BrokenServer(create_app(config), FAULTS[fault] if fault else None), timeout) as url:
         yield url
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
