@@ -81,8 +81,8 @@ def _serve(args: argparse.Namespace) -> int:
         config = FrontendConfig(
             model_dir=Path(args.model),
             served_model_name=args.served_model_name,
-            tool_parser=args.tool_parser,
-            reasoning_parser=args.reasoning_parser,
+            tool_parser=None if args.tool_parser == "none" else args.tool_parser,
+            reasoning_parser=None if args.reasoning_parser == "none" else args.reasoning_parser,
             engine_url=args.engine,
             max_model_len=args.max_model_len,
             max_concurrency=args.max_concurrency,
@@ -189,8 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=0)
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--served-model-name", default="tokenspec-tiny")
-    serve.add_argument("--tool-parser", default="hermes")
-    serve.add_argument("--reasoning-parser", default="qwen3")
+    serve.add_argument("--tool-parser", default="hermes", help="hermes, or none")
+    serve.add_argument("--reasoning-parser", default="qwen3", help="qwen3, deepseek_r1, or none")
     serve.add_argument("--engine", help="frontend only: engine URL for the /v1/* gateway")
     serve.add_argument("--max-model-len", type=int, default=2048, help="context length (match the engine's)")
     serve.add_argument("--max-concurrency", type=int, help="gateway requests in flight before answering 503")
