@@ -483,14 +483,21 @@ def _message_view(response: dict[str, Any]) -> dict[str, Any]:
             "token_ids": choice.get("token_ids"), "finish_reason": choice.get("finish_reason")}
 
 
+def _start_reference(stack: contextlib.ExitStack, model_dir: Path) -> tuple[ReferenceServer, float]:
+    """Start the reference server, stopped when ``stack`` closes (also on errors); returns it and its start-up s."""
+    server = ReferenceServer(model_dir, DEFAULT_MODEL_NAME)
+    stack.callback(server.stop)
+    print("starting the reference server (vLLM engine + our frontend) ...", flush=True)
+    started = time.perf_counter()
+    server.start()
+    return server, time.perf_counter() - started
+
+
 def bench_gateway(args: argparse.Namespace) -> dict[str, Any]:
     model_dir = _model(args)
     name = DEFAULT_MODEL_NAME
-    server = ReferenceServer(model_dir, name)
     with contextlib.ExitStack() as stack:
-        stack.callback(server.stop)
-        print("starting the reference server (vLLM engine + our frontend) ...", flush=True)
-        server.start()
+        server, _ = _start_reference(stack, model_dir)
         assert server.engine is not None and server.frontend is not None and server.frontend.process is not None
         conns = {"coupled": TimedConnection(server.engine.url, timeout=120),
                  "gateway": TimedConnection(server.frontend.url, timeout=120)}
@@ -584,13 +591,8 @@ def bench_suite(args: argparse.Namespace) -> dict[str, Any]:
 
     model_dir = _model(args)
     name = DEFAULT_MODEL_NAME
-    server = ReferenceServer(model_dir, name)
     with contextlib.ExitStack() as stack:
-        stack.callback(server.stop)
-        print("starting the reference server (vLLM engine + our frontend) ...", flush=True)
-        started = time.perf_counter()
-        server.start()
-        startup_s = time.perf_counter() - started
+        server, startup_s = _start_reference(stack, model_dir)
         assert server.engine is not None and server.frontend is not None
         report_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tokenspec-bench-")))
         run_args = build_parser().parse_args([

@@ -15,7 +15,7 @@ from tokenspec.suite.client import SuiteClient
 from tokenspec.suite.plugin import LAST_REQUEST
 from tokenspec.suite.probe import Capabilities, probe
 from tokenspec.suite.results import UNSUPPORTED_PREFIX
-from tokenspec.suite.target import Codec, Target
+from tokenspec.suite.target import Codec, Target, card_max_model_len
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -90,14 +90,8 @@ def max_model_len(target: Target) -> int:
     """The target's context length: its /v1/models card, else the model folder's configuration."""
     import json
 
-    import httpx
-
-    try:
-        card = httpx.get(f"{target.url}/v1/models", timeout=target.timeout).json()["data"][0]
-        if isinstance(card.get("max_model_len"), int):
-            return int(card["max_model_len"])
-    except (httpx.HTTPError, ValueError, KeyError, IndexError):
-        pass
+    if (reported := card_max_model_len(target.url, target.timeout)) is not None:
+        return reported
     if target.tokenizer_dir and (target.tokenizer_dir / "tokenizer_config.json").exists():
         config = json.loads((target.tokenizer_dir / "tokenizer_config.json").read_text())
         if isinstance(config.get("model_max_length"), int):

@@ -7,7 +7,6 @@ target's own ``/tokenize`` and ``/detokenize`` (so the suite needs nothing but a
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -31,6 +30,16 @@ class Target:
         return self.engine_url or self.url
 
 
+def card_max_model_len(url: str, timeout: float) -> int | None:
+    """``max_model_len`` from the first ``/v1/models`` card at ``url``, if the server reports one."""
+    try:
+        card = httpx.get(f"{url}/v1/models", timeout=timeout).json()["data"][0]
+    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError):
+        return None
+    value = card.get("max_model_len") if isinstance(card, dict) else None
+    return value if isinstance(value, int) else None
+
+
 class CodecUnavailable(Exception):
     """Neither a local tokenizer nor the target's /tokenize is available."""
 
@@ -51,11 +60,9 @@ class Codec:
     def vocab_size(self) -> int:
         if self._local is not None:
             return int(self._local.get_vocab_size(with_added_tokens=True))
-        config = self.target.tokenizer_dir
-        if config and (config / "config.json").exists():
-            return int(json.loads((config / "config.json").read_text())["vocab_size"])
-        # Without a local tokenizer: the largest ID any known token maps to is a lower bound; the suite only
-        # uses this to build clearly out-of-vocabulary IDs, so a generous bound is safe.
+        # Without a local tokenizer the size is unknown. Tests use it to build IDs that are surely out of
+        # the vocabulary (vocab_size + k) and cap in-vocabulary draws at min(vocab_size, 1000), so an upper
+        # bound larger than any real vocabulary is the safe answer.
         return 1 << 20
 
     def encode(self, text: str) -> list[int]:

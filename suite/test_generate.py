@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from tokenspec.suite import strategies
 from tokenspec.suite.builders import chat_request, generate_request
+from tokenspec.suite.target import card_max_model_len
 
 GENERATE = "/inference/v1/generate"
 FINISH_REASONS = {"stop", "length", "abort"}
@@ -21,15 +22,11 @@ def prompt(api, target) -> list[int]:
     return api.post_ok("/v1/chat/completions/render", chat_request(target.model))["token_ids"]
 
 
-@pytest.fixture
-def engine_context(engine, max_model_len) -> int:
+@pytest.fixture(scope="session")
+def engine_context(target, max_model_len) -> int:
     """The engine's own context length (its /v1/models card), which may differ from the render target's."""
-    resp = engine.get("/v1/models")
-    if resp.status_code == 200:
-        cards = resp.json().get("data") or []
-        if cards and isinstance(cards[0].get("max_model_len"), int):
-            return int(cards[0]["max_model_len"])
-    return max_model_len
+    reported = card_max_model_len(target.generate_url, target.timeout)
+    return max_model_len if reported is None else reported
 
 
 def _choice(out: dict) -> dict:

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tokenspec.chat_template import ChatTemplateError, render_chat
+from tokenspec.chat_template import ChatTemplateError
 from tokenspec.harness.frontend import validation as schemas
 from tokenspec.harness.frontend.config import FrontendConfig
 from tokenspec.harness.frontend.derender import Derenderer
@@ -108,16 +108,11 @@ class Frontend:
 
     def tokenize(self, body: dict[str, Any], request: Request) -> Any:
         self.check_model(body)
-        if "messages" in body:
-            text = render_chat(self.model.chat_template or "", body["messages"], tools=body.get("tools"),
-                               add_generation_prompt=body.get("add_generation_prompt", True) is not False,
-                               continue_final_message=False, special_tokens=self.model.special_tokens,
-                               template_kwargs=body.get("chat_template_kwargs") or {})
-            add_special = bool(body.get("add_special_tokens", False))
+        if "messages" in body:  # exactly chat render's prompt (UTIL-002)
+            ids = self.renderer.chat_prompt_ids(body)
         else:
-            text = body["prompt"]
             add_special = body.get("add_special_tokens", True) is not False
-        ids = self.model.encode(text, add_special_tokens=add_special)
+            ids = self.model.encode(body["prompt"], add_special_tokens=add_special)
         strs = [self.model.id_to_piece(i) for i in ids] if body.get("return_token_strs") else None
         return {"count": len(ids), "max_model_len": self.config.max_model_len, "tokens": ids, "token_strs": strs}
 
