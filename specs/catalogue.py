@@ -98,7 +98,7 @@ def load_catalogue() -> dict[str, Requirement]:
 def read_features(spec_dir: Path = SPEC_DIR) -> set[str]:
     """The closed feature vocabulary of ``spec_dir/features.yaml``."""
     data = yaml.safe_load((spec_dir / "features.yaml").read_text(encoding="utf-8")) or {}
-    return set((data.get("features") or {}).keys())
+    return set((data.get("features") or {}).keys()) | set((data.get("roles") or {}).keys())
 
 
 @functools.cache

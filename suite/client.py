@@ -13,12 +13,13 @@ from __future__ import annotations
 import itertools
 import json
 import shlex
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
+from tokenspec.suite.plugin import note_check
 from tokenspec.suite.schemas import SchemaViolation, validate_response
 
 MAX_REPRODUCE_BODY = 16_384
@@ -54,6 +55,9 @@ class SuiteClient:
 
     base_url: str
     timeout: float
+    #: Called with (method, path, body) before anything is sent: ends the test as not tested / unsupported
+    #: when the route is one the probe found missing (see suite/gating.py), so such a 404 is never a failure.
+    gate: Callable[[str, str, Any], None] | None = None
     validate: bool = True
     history: list[RecordedRequest] = field(default_factory=list, repr=False)
 
@@ -85,6 +89,8 @@ class SuiteClient:
             content = json.dumps(json_body, ensure_ascii=False).encode()
             content_type = content_type or "application/json"
         headers = {"content-type": content_type} if content_type else {}
+        if self.gate is not None:
+            self.gate(method, path, json_body if json_body is not None else content)
         self._record(method, path, content, content_type)
         try:
             resp = self._http.request(method, path, content=content, headers=headers)
@@ -95,6 +101,11 @@ class SuiteClient:
         if validate if validate is not None else self.validate:
             check_schema(method, path, resp)
         return resp
+
+    def check_route(self, method: str, path: str, body: Any = None) -> None:
+        """Apply the route gate for a request sent some other way (a raw socket)."""
+        if self.gate is not None:
+            self.gate(method, path, body)
 
     def post(self, path: str, body: Any, **kw: Any) -> httpx.Response:
         return self.request("POST", path, json_body=body, **kw)
@@ -114,6 +125,8 @@ class SuiteClient:
         Each event is validated against the spec's chunk schema; the stream must end with ``[DONE]``.
         """
         content = json.dumps(body).encode()
+        if self.gate is not None:
+            self.gate("POST", path, body)
         self._record("POST", path, content, "application/json")
         done = False
         try:
@@ -138,6 +151,7 @@ class SuiteClient:
                         problems = validate_response("POST", path, 200, event, content_type="text/event-stream")
                         if problems:
                             raise SchemaViolation(f"SSE event of POST {path}", problems, event)
+                        note_check()
                     yield event
         except httpx.TimeoutException:
             raise AssertionError(f"streaming POST {self.base_url}{path} timed out after {self.timeout:.0f}s") from None
@@ -163,3 +177,4 @@ def check_schema(method: str, path: str, resp: httpx.Response) -> None:
     problems = validate_response(method, path, resp.status_code, body)
     if problems:
         raise SchemaViolation(f"{method} {path} -> {resp.status_code}", problems, body)
+    note_check()

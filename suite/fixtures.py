@@ -1,10 +1,15 @@
 """Fixtures of the conformance tests: the target, its codec and capabilities, and per-test clients.
 
 Registered by the plugin only when a target is given, so the project's own test runs never see them.
+Capabilities are decided once per run, in the controlling process (:func:`decide_capabilities`), and every
+xdist worker reads the same decisions, so all tests of a run are gated alike and the report lists them.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,10 +17,11 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from tokenspec.suite.client import SuiteClient
+from tokenspec.suite.gating import Capabilities
 from tokenspec.suite.plugin import LAST_REQUEST
-from tokenspec.suite.probe import Capabilities, probe
-from tokenspec.suite.results import UNSUPPORTED_PREFIX
 from tokenspec.suite.target import Codec, Target, card_max_model_len
+
+CAPABILITIES_ENV = "TOKENSPEC_CAPABILITIES"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -30,36 +36,62 @@ def pytest_configure(config: pytest.Config) -> None:
     settings.load_profile("tokenspec")
 
 
-@pytest.fixture(scope="session")
-def target(pytestconfig: pytest.Config) -> Target:
+def target_from_config(config: pytest.Config) -> Target:
     from tokenspec.target import served_model
 
-    url = pytestconfig.getoption("--tokenspec-target")
-    tokenizer = pytestconfig.getoption("--tokenspec-tokenizer")
+    url = config.getoption("--tokenspec-target")
+    tokenizer = config.getoption("--tokenspec-tokenizer")
     return Target(
         url=url,
-        engine_url=pytestconfig.getoption("--tokenspec-engine"),
-        reference_url=pytestconfig.getoption("--tokenspec-reference"),
-        model=pytestconfig.getoption("--tokenspec-model") or served_model(url),
+        engine_url=config.getoption("--tokenspec-engine"),
+        reference_url=config.getoption("--tokenspec-reference"),
+        model=config.getoption("--tokenspec-model") or served_model(url),
         tokenizer_dir=Path(tokenizer) if tokenizer else None,
-        timeout=pytestconfig.getoption("--tokenspec-timeout"),
-        max_examples=pytestconfig.getoption("--tokenspec-max-examples"),
-        seed=pytestconfig.getoption("--tokenspec-seed"),
+        timeout=config.getoption("--tokenspec-timeout"),
+        max_examples=config.getoption("--tokenspec-max-examples"),
+        seed=config.getoption("--tokenspec-seed"),
     )
 
 
+def decide_capabilities(config: pytest.Config) -> Capabilities:
+    """Probe the target once (profile applied) and leave the decisions where workers and the report find them."""
+    from tokenspec.suite.probe import probe
+    from tokenspec.suite.profile import load_profile
+
+    target = target_from_config(config)
+    path = config.getoption("--tokenspec-profile")
+    caps = probe(target, Codec(target), load_profile(path) if path else None)
+    fd, file = tempfile.mkstemp(prefix="tokenspec-capabilities-", suffix=".json")
+    with os.fdopen(fd, "w") as out:
+        json.dump(caps.to_dict(), out)
+    os.environ[CAPABILITIES_ENV] = file
+    return caps
+
+
 @pytest.fixture(scope="session")
-def codec(target: Target) -> Codec:
+def target(pytestconfig: pytest.Config) -> Target:
+    return target_from_config(pytestconfig)
+
+
+@pytest.fixture(scope="session")
+def codec(target: Target, capabilities: Capabilities) -> Codec:
+    """Token ids of the target's tokenizer: from the model folder, else through the target's /tokenize."""
+    capabilities.require("codec")
     return Codec(target)
 
 
 @pytest.fixture(scope="session")
-def capabilities(target: Target, codec: Codec) -> Capabilities:
-    return probe(target, codec)
+def capabilities(pytestconfig: pytest.Config) -> Capabilities:
+    file = os.environ.get(CAPABILITIES_ENV)
+    if file and Path(file).exists():
+        return Capabilities.from_dict(json.loads(Path(file).read_text()))
+    return decide_capabilities(pytestconfig)
 
 
-def _client(request: pytest.FixtureRequest, base_url: str, timeout: float) -> Iterator[SuiteClient]:
-    client = SuiteClient(base_url, timeout)
+def _client(request: pytest.FixtureRequest, base: str, base_url: str, timeout: float) -> Iterator[SuiteClient]:
+    caps = request.getfixturevalue("capabilities")
+    client = SuiteClient(base_url, timeout, gate=lambda method, path, body: caps.require_route(base, method, path,
+                                                                                               body))
     request.node.stash.setdefault(LAST_REQUEST, []).append(client)
     yield client
     client.close()
@@ -67,33 +99,41 @@ def _client(request: pytest.FixtureRequest, base_url: str, timeout: float) -> It
 
 @pytest.fixture
 def api(request: pytest.FixtureRequest, target: Target) -> Iterator[SuiteClient]:
-    """Client for the target (render, derender, utilities)."""
-    yield from _client(request, target.url, target.timeout)
+    """Client for the target (render, derender, utilities); requests to routes it does not host never run."""
+    yield from _client(request, "target", target.url, target.timeout)
 
 
 @pytest.fixture
-def engine(request: pytest.FixtureRequest, target: Target) -> Iterator[SuiteClient]:
+def engine(request: pytest.FixtureRequest, target: Target, capabilities: Capabilities) -> Iterator[SuiteClient]:
     """Client for the generate endpoint (the engine, or the target itself)."""
-    yield from _client(request, target.generate_url, max(target.timeout, 60.0))
+    capabilities.require("generate")
+    yield from _client(request, "engine", target.generate_url, max(target.timeout, 60.0))
 
 
 @pytest.fixture
-def reference(request: pytest.FixtureRequest, target: Target) -> Iterator[SuiteClient]:
+def reference(request: pytest.FixtureRequest, target: Target, capabilities: Capabilities) -> Iterator[SuiteClient]:
     """Client for the standard serve endpoint used for parity."""
-    if not target.reference_url:
-        pytest.skip(f"{UNSUPPORTED_PREFIX}no --reference (standard serve endpoint) given")
-    yield from _client(request, target.reference_url, max(target.timeout, 60.0))
+    capabilities.require("coupled")
+    yield from _client(request, "reference", target.reference_url or "", max(target.timeout, 60.0))
 
 
 @pytest.fixture(scope="session")
-def max_model_len(target: Target) -> int:
-    """The target's context length: its /v1/models card, else the model folder's configuration."""
-    import json
+def tokenizer_dir(target: Target, capabilities: Capabilities) -> Path:
+    """The model folder (``--tokenizer``); tests that truly need it are not tested without it."""
+    capabilities.require("tokenizer-folder")
+    assert target.tokenizer_dir is not None
+    return target.tokenizer_dir
 
+
+@pytest.fixture(scope="session")
+def max_model_len(target: Target, capabilities: Capabilities) -> int:
+    """The target's context length: its /v1/models card, the profile's limits, else the model folder's config."""
     if (reported := card_max_model_len(target.url, target.timeout)) is not None:
         return reported
+    if "max_model_len" in capabilities.limits:
+        return int(capabilities.limits["max_model_len"])
     if target.tokenizer_dir and (target.tokenizer_dir / "tokenizer_config.json").exists():
         config = json.loads((target.tokenizer_dir / "tokenizer_config.json").read_text())
         if isinstance(config.get("model_max_length"), int):
             return int(config["model_max_length"])
-    pytest.fail("the target's context length is unknown: its /v1/models card has no max_model_len (UTIL-008)")
+    pytest.fail("[UTIL-008] the target's context length is unknown: its /v1/models card has no max_model_len")

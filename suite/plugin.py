@@ -6,7 +6,11 @@ report files. The plugin
 - validates at collection that every suite test cites known requirement IDs (an uncited test is an error),
 - derives each test's level (the strongest level among its requirements) and applies ``--tokenspec-level``,
 - applies the expectations file as strict xfail,
-- turns tests of features the target does not offer into ``unsupported`` results,
+- gates every test through ``suite/gating.py`` (requirement features, roles, profile and probe decisions):
+  ``unsupported`` and ``not_tested`` results are counted apart, never as passes or failures,
+- reports a test that completed without a single check as an error (a vacuous pass is not a pass),
+- charges a failure to the requirement(s) its message names (``[AREA-NNN]``), so a SHOULD check never fails
+  a MUST test,
 - attaches the last request as a ``curl`` command to every failure,
 - writes ``report.json``, ``junit.xml`` (via pytest's own writer) and ``summary.md``.
 
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -24,10 +29,35 @@ from pathlib import Path
 
 import pytest
 
-from tokenspec.suite.results import LEVELS, UNSUPPORTED_PREFIX, TestResult
+from tokenspec.suite.results import LEVELS, NOT_TESTED_PREFIX, UNSUPPORTED_PREFIX, TestResult
 
 SUITE_DIR = Path(__file__).resolve().parent
 LAST_REQUEST = pytest.StashKey[list]()  # the SuiteClients a test used
+_REQ_ID = re.compile(r"\[([A-Z]+-\d{3})\]")
+#: Modules outside the test files whose asserts are checks of the running test (rewritten, so they count).
+HELPER_MODULES = ("tokenspec.suite.client", "tokenspec.suite.pipeline", "tokenspec.suite.derender_checks")
+
+
+class _CheckCounter:
+    """Checks made by the running test: passing asserts (pytest's assertion-pass hook) and schema validations.
+
+    A test that completes with zero checks passed vacuously; the plugin reports it as an error.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.active = False
+
+    def note(self) -> None:
+        self.count += 1
+
+
+CHECKS = _CheckCounter()
+
+
+def note_check() -> None:
+    """Count one check of the running test (the client calls this for every validated response)."""
+    CHECKS.note()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -39,7 +69,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--tokenspec-tokenizer", help="local model folder with the target's tokenizer")
     g.addoption("--tokenspec-report", help="folder for report.json and summary.md")
     g.addoption("--tokenspec-level", default="may", choices=["must", "should", "may"])
-    g.addoption("--tokenspec-expectations", help="YAML of known failures (strict xfail)")
+    g.addoption("--tokenspec-expectations", help="YAML of known failures (requirement + pattern each)")
+    g.addoption("--tokenspec-profile", help="YAML target profile (specs/profile.schema.json)")
     g.addoption("--tokenspec-seed", type=int, help="seed for hypothesis and schemathesis")
     g.addoption("--tokenspec-timeout", type=float, default=30.0)
     g.addoption("--tokenspec-max-examples", type=int, default=25)
@@ -54,6 +85,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "req(*ids): requirement IDs (AREA-NNN) this test checks")
     if not _active(config):
         return
+    pytest.register_assert_rewrite(*HELPER_MODULES)
+    CHECKS.active = bool(config.getini("enable_assertion_pass_hook"))
     config.pluginmanager.import_plugin("tokenspec.suite.fixtures")
     report_dir = config.getoption("--tokenspec-report")
     if report_dir and not config.option.xmlpath:
@@ -64,11 +97,16 @@ def pytest_configure(config: pytest.Config) -> None:
         # Workers must share the controller's seed, so it is chosen once and passed down in the environment.
         seed = int(os.environ.setdefault("TOKENSPEC_SEED", str(random.randrange(1 << 31))))
         config.option.tokenspec_seed = seed
+    if not hasattr(config, "workerinput") and not config.option.collectonly:
+        from tokenspec.suite.fixtures import decide_capabilities
+
+        config.stash[_CAPABILITIES] = decide_capabilities(config)
     config.stash[_RESULTS] = []
     config.stash[_STARTED] = (time.time(), datetime.now(UTC).isoformat(timespec="seconds"))
 
 
 _RESULTS = pytest.StashKey[list[TestResult]]()
+_CAPABILITIES = pytest.StashKey[object]()
 _STARTED = pytest.StashKey[tuple[float, str]]()
 
 
@@ -117,36 +155,89 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         keep.append(item)
         from tokenspec.suite.expectations import find
 
-        if expectation := find(expectations, item.nodeid):
-            item.add_marker(pytest.mark.xfail(strict=True, reason=expectation.reason))
+        if expectation := find(expectations, item.nodeid, ids):
+            item.stash[_EXPECTATION] = expectation
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = [i for i in items if i not in drop]
 
 
 _FEATURES = pytest.StashKey[list[str]]()
+_EXPECTATION = pytest.StashKey[object]()
 
 
 @pytest.fixture(autouse=True)
 def _tokenspec_features(request: pytest.FixtureRequest) -> None:
-    """Skip, as unsupported, a test whose requirements need a feature the target does not offer."""
+    """The requirement-feature gate: a test whose requirements need a feature the run does not offer."""
     features = request.node.stash.get(_FEATURES, [])
-    if not features:
-        return
-    caps = request.getfixturevalue("capabilities")
-    missing = [f for f in features if not caps.has(f)]
-    if missing:
-        pytest.skip(f"{UNSUPPORTED_PREFIX}target does not offer {', '.join(missing)}")
+    if features:
+        request.getfixturevalue("capabilities").require(*features)
+
+
+def pytest_assertion_pass(item: pytest.Item, lineno: int, orig: str, expl: str) -> None:
+    CHECKS.note()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    CHECKS.count = 0
+    if item.stash.get(_EXPECTATION, None) is not None:
+        _no_shrinking(item)
+    return (yield)
+
+
+def _no_shrinking(item: pytest.Item) -> None:
+    """A known failure costs no shrinking time: its hypothesis settings lose the shrink phase."""
+    from hypothesis import Phase, settings
+
+    test = getattr(item, "obj", None)
+    current = getattr(test, "_hypothesis_internal_use_settings", None)
+    if current is not None:
+        phases = [p for p in current.phases if p is not Phase.shrink]
+        test._hypothesis_internal_use_settings = settings(current, phases=phases)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     report = yield
+    if report.when == "call" and report.passed and CHECKS.active and CHECKS.count == 0:
+        report.outcome = "failed"
+        report.longrepr = (
+            "vacuous pass: the test completed without checking anything (no assertion ran and no response was"
+            " validated); a precondition that does not hold must end it with gating.not_tested(reason)"
+        )
+        report.user_properties.append(("vacuous", "1"))
+    ids = [i for m in item.iter_markers("req") for i in m.args]
     if report.failed:
+        named = [i for i in _REQ_ID.findall(_message_of(report)) if i in ids]
+        report.user_properties.append(("failed_requirements", ",".join(dict.fromkeys(named or ids))))
         sent = [c.last_request for c in item.stash.get(LAST_REQUEST, []) if c.last_request is not None]
         if sent:
             report.user_properties.append(("reproduce", max(sent, key=lambda r: r.seq).curl()))
+    expectation = item.stash.get(_EXPECTATION, None)
+    if expectation is not None and report.when == "call":
+        _apply_expectation(report, expectation)
     return report
+
+
+def _apply_expectation(report: pytest.TestReport, expectation) -> None:
+    """Known failure = the named requirement failed with a message matching the pattern; anything else is new."""
+    if report.passed:
+        report.outcome = "failed"
+        report.longrepr = f"XPASS: the known failure no longer happens ({expectation.describe()}); remove it"
+        report.user_properties.append(("expectation", expectation.describe()))
+        return
+    if not report.failed:
+        return
+    failed = dict(report.user_properties).get("failed_requirements", "").split(",")
+    message = _message_of(report)
+    if expectation.explains(failed, message):
+        report.outcome = "skipped"
+        report.wasxfail = expectation.describe()
+        report.user_properties.append(("expectation", expectation.describe()))
+    else:
+        report.user_properties.append(
+            ("expectation_mismatch", f"expected {expectation.describe()}, but it failed with another cause"))
 
 
 def _outcome(report: pytest.TestReport) -> str:
@@ -154,18 +245,28 @@ def _outcome(report: pytest.TestReport) -> str:
         return "xfailed" if report.skipped else "xpassed"
     if report.failed:
         if report.when == "call":
-            return "xpassed" if "XPASS(strict)" in str(report.longrepr) else "failed"
+            return "xpassed" if str(report.longrepr).startswith("XPASS") else "failed"
         return "error"
     if report.skipped:
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        return "unsupported" if UNSUPPORTED_PREFIX in reason else "skipped"
+        reason = reason.removeprefix("Skipped: ")
+        if reason.startswith(UNSUPPORTED_PREFIX):
+            return "unsupported"
+        if reason.startswith(NOT_TESTED_PREFIX):
+            return "not_tested"
+        return "error"  # a skip that did not go through gating.py hides a check; it is never silent
     return "passed"
 
 
 def _message(report: pytest.TestReport) -> str:
+    props = dict(report.user_properties)
     if getattr(report, "wasxfail", None) and report.skipped:
         observed = _message_of(report).splitlines()[0][:300] if report.longrepr else ""
-        return f"expected: {report.wasxfail}; observed: {observed}"
+        return f"known failure ({report.wasxfail}); observed: {observed}"
+    if "expectation_mismatch" in props:
+        return f"NEW CAUSE: {props['expectation_mismatch']}:\n{_message_of(report)}"
+    if report.skipped and _outcome(report) == "error":
+        return f"skipped outside the gating module (suite/gating.py): {_message_of(report)}"
     return _message_of(report)
 
 
@@ -190,6 +291,14 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         return
     results = config.stash[_RESULTS]
     outcome = _outcome(report)
+    from tokenspec.specs.catalogue import load_catalogue
+
+    cited = props["requirement_ids"].split(",")
+    failed_reqs = [i for i in props.get("failed_requirements", "").split(",") if i] if outcome != "passed" else []
+    level = props.get("level", "MUST")
+    if failed_reqs and outcome in ("failed", "xfailed", "xpassed"):
+        catalogue = load_catalogue()
+        level = min((catalogue[i].level for i in failed_reqs if i in catalogue), key=LEVELS.index, default=level)
     if results and results[-1].nodeid == report.nodeid:
         # A teardown error after a passing call replaces the pass; otherwise keep the first verdict.
         if outcome != "error" or results[-1].outcome != "passed":
@@ -198,12 +307,14 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     results.append(
         TestResult(
             nodeid=report.nodeid,
-            requirement_ids=props["requirement_ids"].split(","),
-            level=props.get("level", "MUST"),
+            requirement_ids=cited,
+            level=level,
             outcome=outcome,
             duration_s=round(report.duration, 4),
             message=_message(report) if outcome != "passed" else "",
             reproduce=props.get("reproduce", "") if outcome in ("failed", "error") else "",
+            failed_requirements=failed_reqs,
+            expectation=props.get("expectation", ""),
         )
     )
 
@@ -242,5 +353,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     )
     out = config.getoption("--tokenspec-report")
     if out:
-        write_reports(Path(out), info, config.stash[_RESULTS], config.stash.get(_COLLECTION_ERRORS, []))
+        caps = config.stash.get(_CAPABILITIES, None)
+        write_reports(Path(out), info, config.stash[_RESULTS], config.stash.get(_COLLECTION_ERRORS, []),
+                      caps.to_dict() if caps is not None else None)
 

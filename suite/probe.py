@@ -1,149 +1,338 @@
-"""Discover which endpoints and optional capabilities a target offers, before any test runs.
+"""Find out, before any test runs, which roles each URL hosts and which optional features the target offers.
 
-A test whose requirements name a feature the target does not offer is reported as ``unsupported`` (counted
-apart), never as a pass and never as a failure. Probing is deliberately lenient: a capability counts as
-offered when the probe request is answered with a 2xx; anything else (404, 400 "not configured", 501) means
-not offered. Behaviour is judged later by the tests themselves.
+Every decision carries its evidence (the request's route and the answer's status and message), and the report
+lists them all. Two rules keep the verdict honest:
+
+- A route counts as not hosted only on a 404 that is not the OpenAI error object (a framework's "Not Found",
+  not "model not found") or a 405; its tests are *not tested*, never failed.
+- A probe never concludes "unsupported" from an answer that exists but is wrong. A derender that returns
+  the decoded text unchanged has no reasoning parser; one that changes the text (drops the markers, moves it
+  around) but gives no ``reasoning`` field runs a broken parser, so reasoning counts as offered and the
+  reasoning tests fail (DERENDER-001).
+
+A profile (``--profile``) replaces the probe's guesses with declarations; each declared feature is still
+probed, and the difference is a failure of PROFILE-001 (``test_profile.py``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
+from tokenspec.specs.parser_families import (
+    REASONING_FAMILIES,
+    TOOL_FAMILIES,
+    distinguishing_shapes,
+    expected,
+    family_probe,
+    shapes,
+)
+from tokenspec.suite.gating import Capabilities
+from tokenspec.suite.profile import Profile
 from tokenspec.suite.target import Codec, CodecUnavailable, Target
 
 PROBE_TIMEOUT = 15.0
+CHAT_RENDER = "/v1/chat/completions/render"
+COMPLETIONS_RENDER = "/v1/completions/render"
+CHAT_DERENDER = "/v1/chat/completions/derender"
+COMPLETIONS_DERENDER = "/v1/completions/derender"
+GENERATE = "/inference/v1/generate"
+PROBE_TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
 
 
 @dataclass
-class Capabilities:
-    offered: set[str] = field(default_factory=set)
-    notes: dict[str, str] = field(default_factory=dict)
+class Answer:
+    """One probe request and what came back (``status`` 0 when nothing did)."""
 
-    def has(self, feature: str) -> bool:
-        return feature in self.offered
+    route: str
+    status: int
+    body: Any
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    @property
+    def hosted(self) -> bool:
+        """False only for a framework 404 / 405 (the route does not exist) or no answer at all."""
+        if self.status == 0 or self.status == 405:
+            return False
+        if self.status == 404:
+            err = self.body.get("error") if isinstance(self.body, dict) else None
+            return isinstance(err, dict) and err.get("param") == "model"
+        return True
+
+    def evidence(self) -> str:
+        if self.status == 0:
+            return f"POST {self.route}: no answer ({self.error})"
+        return f"POST {self.route} answered {self.status}{_message(self.body)}"
 
 
-def _ok(client: httpx.Client, url: str, body: dict) -> tuple[bool, httpx.Response | None]:
+def _message(body: Any) -> str:
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        return f": {str(body['error'].get('message'))[:160]}"
+    if isinstance(body, dict) and "detail" in body:
+        return f": {str(body['detail'])[:160]}"
+    return ""
+
+
+def _post(c: httpx.Client, base: str, route: str, body: Any) -> Answer:
     try:
-        resp = client.post(url, json=body)
-    except httpx.HTTPError:
-        return False, None
-    return resp.status_code < 300, resp
+        resp = c.post(f"{base}{route}", json=body)
+    except httpx.HTTPError as exc:
+        return Answer(route, 0, None, f"{type(exc).__name__}: {exc}")
+    try:
+        parsed = resp.json()
+    except ValueError:
+        parsed = resp.text[:200]
+    return Answer(route, resp.status_code, parsed)
 
 
-def probe(target: Target, codec: Codec) -> Capabilities:
+def probe(target: Target, codec: Codec, profile: Profile | None = None) -> Capabilities:
     caps = Capabilities()
-    model = target.model
-    user = [{"role": "user", "content": "Hello"}]
     with httpx.Client(timeout=PROBE_TIMEOUT) as c:
-        ok, rendered = _ok(c, f"{target.url}/v1/chat/completions/render", {"model": model, "messages": user})
-        if ok:
-            caps.offered.add("chat-render")
-        if _ok(c, f"{target.url}/v1/completions/render", {"model": model, "prompt": "Hello"})[0]:
-            caps.offered.add("completions-render")
-        tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
-        if _ok(c, f"{target.url}/v1/chat/completions/render", {"model": model, "messages": user, "tools": [tool]})[0]:
-            caps.offered.add("tools")
-        # token-native needs the server's tokenizer_version (its /v1/models card) as the pin: an unpinned block
-        # must be refused (TOKNAT-002), so probing without it would never find the capability.
-        version = _tokenizer_version(c, target)
-        if version is None:
-            caps.notes["token-native"] = "the /v1/models card has no tokenizer_version"
-        else:
-            native = [{"role": "user", "content": [{"type": "input_tokens", "token_ids": [1, 2]}]}]
-            body = {"model": model, "messages": native, "tokenizer_version": version}
-            if _ok(c, f"{target.url}/v1/chat/completions/render", body)[0]:
-                caps.offered.add("token-native")
-        if _ok(c, f"{target.url}/tokenize", {"model": model, "prompt": "Hello"})[0]:
-            caps.offered.add("tokenize")
-        if _ok(c, f"{target.url}/detokenize", {"model": model, "tokens": [1]})[0]:
-            caps.offered.add("detokenize")
-
-        try:
-            hello = codec.encode("Hello")
-            caps.offered.add("codec")
-        except CodecUnavailable as exc:
-            caps.notes["codec"] = str(exc)
-            hello = [1]
-        response = {"request_id": "probe", "choices": [{"index": 0, "token_ids": hello, "finish_reason": "stop"}]}
-        plain = {"model": model, "messages": user, "chat_template_kwargs": {"enable_thinking": False}}
-        derender = {"model": model, "generate_response": response, "prompt_tokens": 1, "chat_request": plain}
-        if _ok(c, f"{target.url}/v1/chat/completions/derender", derender)[0]:
-            caps.offered.add("chat-derender")
-        completions = {"model": model, "generate_responses": [response], "prompt_tokens": [1]}
-        if _ok(c, f"{target.url}/v1/completions/derender", completions)[0]:
-            caps.offered.add("completions-derender")
-        chunk = {"request_id": "probe", "choices": [{"index": 0, "token_ids": hello, "finish_reason": None}]}
-        stream = {
-            "model": model,
-            "stream": True,
-            "generate_chunk": chunk,
-            "stream_state": None,
-            "prompt_tokens": 1,
-            "prompt_token_ids": [1],
-            "chat_request": plain,
-        }
-        ok, resp = _ok(c, f"{target.url}/v1/chat/completions/derender", stream)
-        if ok and resp is not None and "stream_state" in resp.json():
-            caps.offered.add("streaming-derender")
-        if "codec" in caps.offered and "chat-derender" in caps.offered:
-            think = codec.encode("<think>a</think>b")
-            chat_request = {"model": model, "messages": user}
-            body = {
-                "model": model,
-                "generate_response": {"choices": [{"index": 0, "token_ids": think, "finish_reason": "stop"}]},
-                "prompt_tokens": 1,
-                "chat_request": chat_request,
-            }
-            ok, resp = _ok(c, f"{target.url}/v1/chat/completions/derender", body)
-            if ok and resp is not None and resp.json()["choices"][0]["message"].get("reasoning"):
-                caps.offered.add("reasoning")
-
-        if rendered is not None and rendered.status_code == 200:
-            _probe_generate(c, target, rendered.json(), caps)
-        if target.reference_url:
-            try:
-                if c.get(f"{target.reference_url}/v1/models").status_code == 200:
-                    caps.offered.add("coupled")
-            except httpx.HTTPError as exc:
-                caps.notes["coupled"] = str(exc)
+        _probe_inputs(caps, target, codec)
+        _probe_roles(c, caps, target, codec)
+        _probe_parsers(c, caps, target, codec)
+        _probe_generate(c, caps, target)
+        _probe_token_native(c, caps, target)
+    if profile is not None:
+        profile.apply(caps)
     return caps
 
 
-def _tokenizer_version(c: httpx.Client, target: Target) -> str | None:
+def _probe_inputs(caps: Capabilities, target: Target, codec: Codec) -> None:
+    if target.tokenizer_dir is not None:
+        caps.decide("tokenizer-folder", "offered", "options", f"--tokenizer {target.tokenizer_dir}")
+    else:
+        caps.decide("tokenizer-folder", "not-tested", "options", "no model folder given")
+
+
+def _role(caps: Capabilities, feature: str, answer: Answer) -> None:
+    if answer.ok:
+        caps.decide(feature, "offered", "probe", answer.evidence())
+    elif not answer.hosted:
+        caps.decide(feature, "not-tested", "probe", f"not hosted: {answer.evidence()}")
+    elif answer.status == 501:
+        caps.decide(feature, "unsupported", "probe", answer.evidence())
+    else:
+        # Hosted, but a valid minimal request failed: the role is there and its tests will say what is wrong.
+        caps.decide(feature, "offered", "probe", f"hosted; {answer.evidence()}")
+
+
+def _plain_ids(codec: Codec) -> list[int]:
+    try:
+        return codec.encode("Hello")
+    except CodecUnavailable:
+        return [1]
+
+
+def _probe_roles(c: httpx.Client, caps: Capabilities, target: Target, codec: Codec) -> None:
+    model, url = target.model, target.url
+    user = [{"role": "user", "content": "Hello"}]
+    _role(caps, "chat-render", _post(c, url, CHAT_RENDER, {"model": model, "messages": user}))
+    _role(caps, "completions-render", _post(c, url, COMPLETIONS_RENDER, {"model": model, "prompt": "Hello"}))
+    _role(caps, "tokenize", _post(c, url, "/tokenize", {"model": model, "prompt": "Hello"}))
+    _role(caps, "detokenize", _post(c, url, "/detokenize", {"model": model, "tokens": _plain_ids(codec)}))
+    if caps.has("tokenize") or caps.has("tokenizer-folder"):
+        try:
+            codec.encode("Hello")
+            caps.decide("codec", "offered", "probe", "token ids from " + (
+                "the model folder" if caps.has("tokenizer-folder") else "the target's /tokenize"))
+        except CodecUnavailable as exc:
+            caps.decide("codec", "not-tested", "probe", str(exc))
+    else:
+        caps.decide("codec", "not-tested", "probe", "no /tokenize on the target and no --tokenizer")
+    ids = _plain_ids(codec)
+    plain = {"model": model, "messages": user, "chat_template_kwargs": {"enable_thinking": False}}
+    response = {"request_id": "probe", "choices": [{"index": 0, "token_ids": ids, "finish_reason": "stop"}]}
+    derender = {"model": model, "generate_response": response, "prompt_tokens": 1, "chat_request": plain}
+    _role(caps, "chat-derender", _post(c, url, CHAT_DERENDER, derender))
+    completions = {"model": model, "generate_responses": [response], "prompt_tokens": [1],
+                   "completion_request": {"model": model, "prompt": "Hello"}}
+    _role(caps, "completions-derender", _post(c, url, COMPLETIONS_DERENDER, completions))
+    chunk = {"request_id": "probe", "choices": [{"index": 0, "token_ids": ids, "finish_reason": None}]}
+    for feature, route, extra in (
+        ("chat-stream-derender", CHAT_DERENDER, {"chat_request": plain, "prompt_tokens": 1}),
+        ("completions-stream-derender", COMPLETIONS_DERENDER,
+         {"completion_request": {"model": model, "prompt": "Hello"}, "prompt_tokens": 1}),
+    ):
+        base = feature.replace("stream-", "")
+        if not caps.has(base):
+            caps.decide(feature, "not-tested", "probe", f"no {base}: {caps.decisions[base].evidence}")
+            continue
+        body = {"model": model, "stream": True, "generate_chunk": chunk, "stream_state": None,
+                "prompt_token_ids": [1], **extra}
+        answer = _post(c, url, route, body)
+        if answer.ok and isinstance(answer.body, dict) and "stream_state" in answer.body:
+            caps.decide(feature, "offered", "probe", f"{answer.evidence()} with a stream_state")
+        else:
+            # The route is hosted (its non-stream form answered); a refused stream body is an absent option.
+            caps.decide(feature, "unsupported", "probe", f"stream:true refused: {answer.evidence()}")
+    tools = _post(c, url, CHAT_RENDER, {"model": model, "messages": user, "tools": [PROBE_TOOL]})
+    if not caps.has("chat-render"):
+        caps.decide("tools", "not-tested", "probe", "no chat render to probe tools with")
+    elif tools.ok:
+        caps.decide("tools", "offered", "probe", f"render with tools: {tools.evidence()}")
+    else:
+        caps.decide("tools", "unsupported", "probe", f"render with tools: {tools.evidence()}")
+    _role(caps, "chat-completions", _post(c, url, "/v1/chat/completions", {"model": model, "messages": user,
+                                                                         "max_tokens": 1}))
+    if target.reference_url:
+        body = {"model": model, "messages": user, "max_tokens": 1}
+        answer = _post(c, target.reference_url, "/v1/chat/completions", body)
+        _role(caps, "coupled", answer)
+    else:
+        caps.decide("coupled", "not-tested", "options", "no --reference")
+
+
+def _derender_message(c: httpx.Client, target: Target, ids: list[int], request: dict) -> tuple[Answer, dict]:
+    response = {"request_id": "probe", "choices": [{"index": 0, "token_ids": ids, "finish_reason": "stop"}]}
+    body = {"model": target.model, "generate_response": response, "prompt_tokens": 1, "chat_request": request}
+    answer = _post(c, target.url, CHAT_DERENDER, body)
+    try:
+        return answer, answer.body["choices"][0]["message"]
+    except (TypeError, KeyError, IndexError):
+        return answer, {}
+
+
+def _unchanged(message: dict, decoded: set[str]) -> bool:
+    return not message.get("reasoning") and not message.get("tool_calls") and (message.get("content") or "") in decoded
+
+
+def _probe_parsers(c: httpx.Client, caps: Capabilities, target: Target, codec: Codec) -> None:
+    """Which reasoning and tool-call parser families the target's derender runs, from what it answers."""
+    if not (caps.has("chat-derender") and caps.has("codec")):
+        why = "no chat derender" if not caps.has("chat-derender") else caps.decisions["codec"].evidence
+        for feature in ("reasoning", "tool-parsing"):
+            caps.decide(feature, "not-tested", "probe", f"cannot probe the parsers: {why}")
+        return
+    user = [{"role": "user", "content": "Weather in Paris?"}]
+    tools = [PROBE_TOOL] if caps.has("tools") else None
+    # Reasoning: the shape every think-style family splits the same way, then the shapes that tell them apart.
+    text = shapes()[family_probe("reasoning")]
+    ids = codec.encode(text)
+    decoded = {codec.decode(ids), codec.decode(ids, skip_special_tokens=True)}
+    answer, message = _derender_message(c, target, ids, {"model": target.model, "messages": user})
+    if message.get("reasoning") or message.get("reasoning_content"):
+        family = _which(c, target, codec, "reasoning", REASONING_FAMILIES, user, tools)
+        caps.decide("reasoning", "offered", "probe", f"derender of {text!r} gave reasoning; family: "
+                    + (family or "none of " + ", ".join(REASONING_FAMILIES) + " (declare it in --profile)"))
+        caps.parsers["reasoning"] = family or "unknown"
+    elif not answer.ok or _unchanged(message, decoded):
+        caps.decide("reasoning", "unsupported", "probe",
+                    f"derender of {text!r} returned the decoded text unparsed ({answer.evidence()})")
+    else:
+        caps.decide("reasoning", "offered", "probe",
+                    f"derender of {text!r} changed the text but gave no reasoning: {json.dumps(message)[:200]}"
+                    " (a broken parser, not an absent one)")
+        caps.parsers["reasoning"] = "unknown"
+    # Tool calls: only where render accepts tools (a server without a tool parser refuses them).
+    if not caps.has("tools"):
+        caps.decide("tool-parsing", "unsupported", "probe", caps.decisions["tools"].evidence)
+        return
+    family = _which(c, target, codec, "tool", TOOL_FAMILIES, user, tools, caps.parsers.get("reasoning"))
+    if family is None:
+        caps.decide("tool-parsing", "offered", "probe", "render accepts tools but the derender parsed none of the"
+                    f" known families' markup ({', '.join(TOOL_FAMILIES)}); declare tool_parser in --profile")
+        caps.parsers["tool"] = "unknown"
+    else:
+        caps.decide("tool-parsing", "offered", "probe", f"derender parsed {family} markup into tool_calls")
+        caps.parsers["tool"] = family
+
+
+def _which(c: httpx.Client, target: Target, codec: Codec, kind: str, families: tuple[str, ...], messages: list,
+           tools: list | None, reasoning: str | None = None) -> str | None:
+    """The family whose specified splits of every distinguishing shape the derender reproduces exactly.
+
+    Content, reasoning and tool calls are compared; finish_reason is not (it is DERENDER-006's business)."""
+    request: dict[str, Any] = {"model": target.model, "messages": messages}
+    if tools:
+        request["tools"] = tools
+    answers = {}
+    for shape in distinguishing_shapes(kind):
+        answer, message = _derender_message(c, target, codec.encode(shapes()[shape]), request)
+        answers[shape] = message
+    for family in families:
+        config = (family, None) if kind == "reasoning" else (None if reasoning == "unknown" else reasoning, family)
+        specified = [expected(*config, shape, "thinking") for shape in answers]
+        if all(s is not None and not [d for d in s.differences(answers[shape]) if not d.startswith("finish")]
+               for s, shape in zip(specified, answers, strict=True)):
+            return family
+    return None
+
+
+def _probe_generate(c: httpx.Client, caps: Capabilities, target: Target) -> None:
+    """Engine features: each probe is a one-token generation with one option switched on."""
+    rendered = _post(c, target.url, CHAT_RENDER, {"model": target.model, "messages": [
+        {"role": "user", "content": "Hello"}]}) if caps.has("chat-render") else None
+    prompt = rendered.body["token_ids"] if rendered is not None and rendered.ok else [1, 2, 3]
+    url = target.generate_url
+
+    def gen(extra_params: dict, **top: object) -> Answer:
+        params = {"max_tokens": 1, "temperature": 0, **extra_params}
+        return _post(c, url, GENERATE, {"token_ids": prompt, "sampling_params": params, "model": target.model,
+                                        **top})
+
+    first = gen({})
+    _role(caps, "generate", first)
+    if not caps.has("generate"):
+        if not target.engine_url and not first.hosted:
+            caps.decisions["generate"] = type(caps.decisions["generate"])(
+                "generate", "not-tested", "probe", f"the target does not host it ({first.evidence()})")
+        for feature in ("logprobs", "prompt-logprobs", "text-output-mode", "multi-choice", "stop-strings"):
+            caps.decide(feature, "not-tested", "probe", "no generate endpoint to probe it with")
+        return
+
+    def optional(feature: str, answer: Answer, seen: bool) -> None:
+        if answer.ok and seen:
+            caps.decide(feature, "offered", "probe", answer.evidence())
+        else:
+            caps.decide(feature, "unsupported", "probe", answer.evidence())
+
+    out = gen({"logprobs": 1})
+    optional("logprobs", out, out.ok and bool(_choice(out).get("logprobs")))
+    out = gen({"prompt_logprobs": 1})
+    optional("prompt-logprobs", out, out.ok and bool(out.body.get("prompt_logprobs")))
+    out = gen({"detokenize": True}, output_mode="text")
+    optional("text-output-mode", out, out.ok and "text" in _choice(out))
+    out = gen({"n": 2, "temperature": 1.0, "seed": 1})
+    optional("multi-choice", out, out.ok and len(out.body.get("choices") or []) == 2)
+    out = gen({"stop": ["zz"], "detokenize": True})
+    optional("stop-strings", out, out.ok)
+
+
+def _choice(answer: Answer) -> dict:
+    try:
+        return answer.body["choices"][0]
+    except (TypeError, KeyError, IndexError):
+        return {}
+
+
+def _probe_token_native(c: httpx.Client, caps: Capabilities, target: Target) -> None:
+    # The server's tokenizer_version (its /v1/models card) is the pin: an unpinned block must be refused
+    # (TOKNAT-002), so probing without it would never find the capability.
+    version = tokenizer_version(target)
+    if version is None:
+        caps.decide("token-native", "unsupported", "probe", "the /v1/models card has no tokenizer_version")
+        return
+    native = [{"role": "user", "content": [{"type": "input_tokens", "token_ids": [1, 2]}]}]
+    answer = _post(c, target.url, CHAT_RENDER, {"model": target.model, "messages": native,
+                                               "tokenizer_version": version})
+    caps.decide("token-native", "offered" if answer.ok else "unsupported", "probe", answer.evidence())
+
+
+def tokenizer_version(target: Target) -> str | None:
     """The target's ``tokenizer_version`` from the card of its model on ``/v1/models``, if it reports one."""
     try:
-        cards = c.get(f"{target.url}/v1/models").json()["data"]
+        cards = httpx.get(f"{target.url}/v1/models", timeout=PROBE_TIMEOUT).json()["data"]
         card = next((card for card in cards if isinstance(card, dict) and card.get("id") == target.model), None)
     except (httpx.HTTPError, ValueError, KeyError, TypeError):
         return None
     version = (card or {}).get("tokenizer_version")
     return version if isinstance(version, str) and version else None
-
-
-def _probe_generate(c: httpx.Client, target: Target, rendered: dict, caps: Capabilities) -> None:
-    """Engine features: each probe is a one-token generation with one option switched on."""
-    url = f"{target.generate_url}/inference/v1/generate"
-    base = {"token_ids": rendered["token_ids"], "model": rendered.get("model")}
-
-    def gen(extra_params: dict, **top: object) -> dict | None:
-        params = {"max_tokens": 1, "temperature": 0, **extra_params}
-        ok, resp = _ok(c, url, {**base, "sampling_params": params, **top})
-        return resp.json() if ok and resp is not None else None
-
-    if gen({}) is None:
-        return
-    caps.offered.add("generate")
-    if (out := gen({"logprobs": 1})) and out["choices"][0].get("logprobs"):
-        caps.offered.add("logprobs")
-    if (out := gen({"prompt_logprobs": 1})) and out.get("prompt_logprobs"):
-        caps.offered.add("prompt-logprobs")
-    if (out := gen({"detokenize": True}, output_mode="text")) and "text" in out["choices"][0]:
-        caps.offered.add("text-output-mode")
-    if (out := gen({"n": 2, "temperature": 1.0, "seed": 1})) and len(out["choices"]) == 2:
-        caps.offered.add("multi-choice")
-    if gen({"stop": ["zz"], "detokenize": True}) is not None:
-        caps.offered.add("stop-strings")

@@ -27,8 +27,11 @@ class RunInfo:
     duration_s: float
 
 
-def report_dict(info: RunInfo, results: list[TestResult], collection_errors: list[str] | None = None) -> dict:
+def report_dict(info: RunInfo, results: list[TestResult], collection_errors: list[str] | None = None,
+                capabilities: dict | None = None) -> dict:
     return {
+        "headline": headline(results),
+        "capabilities": capabilities,
         "collection_errors": collection_errors or [],
         "tokenspec_version": __version__,
         "target": info.target,
@@ -43,27 +46,37 @@ def report_dict(info: RunInfo, results: list[TestResult], collection_errors: lis
     }
 
 
-def write_reports(out: Path, info: RunInfo, results: list[TestResult], collection_errors: list[str] | None = None
-                  ) -> None:
+def write_reports(out: Path, info: RunInfo, results: list[TestResult], collection_errors: list[str] | None = None,
+                  capabilities: dict | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    report = report_dict(info, results, collection_errors)
+    report = report_dict(info, results, collection_errors, capabilities)
     (out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
-    (out / "summary.md").write_text(summary_markdown(info, results))
+    (out / "summary.md").write_text(summary_markdown(info, results, capabilities))
+
+
+def headline(results: list[TestResult]) -> str:
+    """The verdict in one line: never a bare PASS over known failures or over what was not tested."""
+    summary = summarise(results)
+    verdict = "FAIL" if exit_code(results) else "PASS"
+    failed = ", ".join(f"{summary.by_level[lvl]['failed']} {lvl}" for lvl in LEVELS)
+    known = ", ".join(f"{summary.by_level[lvl]['known']} {lvl}" for lvl in LEVELS)
+    return (f"{verdict}: {summary.counts['passed']} passed; unexpected failures {failed}; known failures {known};"
+            f" {summary.counts['unsupported']} unsupported; {summary.counts['not_tested']} not tested")
 
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def summary_markdown(info: RunInfo, results: list[TestResult]) -> str:
+def summary_markdown(info: RunInfo, results: list[TestResult], capabilities: dict | None = None) -> str:
     from tokenspec.specs.catalogue import load_catalogue
 
     catalogue = load_catalogue()
     summary = summarise(results)
-    verdict = "FAIL: a MUST requirement failed" if exit_code(results) else "PASS: no unexpected MUST failure"
     lines = [
-        f"# tokenspec conformance report: {verdict}",
+        f"# tokenspec conformance report: {headline(results)}",
         "",
+        *_not_tested_lines(results, capabilities),
         f"- target: `{info.target}`; engine: `{info.engine}`; reference: `{info.reference}`; model: `{info.model}`",
         f"- started {info.started_at}, {info.duration_s:.1f} s, seed {info.seed}, tokenspec {__version__}",
         "",
@@ -71,17 +84,19 @@ def summary_markdown(info: RunInfo, results: list[TestResult]) -> str:
         "|---:|" + "---:|" * len(summary.counts),
         f"| {summary.total} | " + " | ".join(str(v) for v in summary.counts.values()) + " |",
         "",
-        "| level | passed | failed |",
-        "|---|---:|---:|",
-        *(f"| {lvl} | {summary.by_level[lvl]['passed']} | {summary.by_level[lvl]['failed']} |" for lvl in LEVELS),
+        "| level | passed | failed | known failures |",
+        "|---|---:|---:|---:|",
+        *(f"| {lvl} | {summary.by_level[lvl]['passed']} | {summary.by_level[lvl]['failed']} |"
+          f" {summary.by_level[lvl]['known']} |" for lvl in LEVELS),
         "",
+        *_decision_lines(capabilities),
     ]
     failures = [r for r in results if is_failure(r.outcome)]
     if failures:
         lines += ["## Failures", ""]
         for r in sorted(failures, key=lambda r: (LEVELS.index(r.level), r.nodeid)):
             lines.append(f"### {r.outcome.upper()} `{r.nodeid}` ({r.level})")
-            for rid in r.requirement_ids:
+            for rid in r.failed_requirements or r.requirement_ids:
                 if rid in catalogue:
                     lines.append(f"- **{rid}** ({catalogue[rid].level}): {catalogue[rid].statement}")
             lines += ["", "```", r.message.strip()[:3000], "```"]
@@ -90,8 +105,10 @@ def summary_markdown(info: RunInfo, results: list[TestResult]) -> str:
             lines.append("")
     xfailed = [r for r in results if r.outcome == "xfailed"]
     if xfailed:
-        lines += ["## Known failures (expectations)", "", "| test | requirements | reason |", "|---|---|---|"]
-        lines += [f"| `{r.nodeid}` | {', '.join(r.requirement_ids)} | {_cell(r.message)} |" for r in xfailed]
+        lines += ["## Known failures (expectations)", "",
+                  "| test | level | requirement | expectation and observation |", "|---|---|---|---|"]
+        lines += [f"| `{r.nodeid}` | {r.level} | {', '.join(r.failed_requirements or r.requirement_ids)} |"
+                  f" {_cell(r.message)[:400]} |" for r in xfailed]
         lines.append("")
 
     per_req: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -101,8 +118,8 @@ def summary_markdown(info: RunInfo, results: list[TestResult]) -> str:
     lines += [
         "## Requirements",
         "",
-        "| requirement | level | passed | failed | other | statement |",
-        "|---|---|---:|---:|---:|---|",
+        "| requirement | level | passed | failed | known | unsupported | not tested | statement |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
     ]
     untested = []
     for rid, req in sorted(catalogue.items()):
@@ -113,9 +130,34 @@ def summary_markdown(info: RunInfo, results: list[TestResult]) -> str:
             untested.append(rid)
             continue
         failed = sum(v for k, v in counts.items() if is_failure(k))
-        other = sum(counts.values()) - failed - counts.get("passed", 0)
         lines.append(
-            f"| {rid} | {req.level} | {counts.get('passed', 0)} | {failed} | {other} | {_cell(req.statement)} |"
+            f"| {rid} | {req.level} | {counts.get('passed', 0)} | {failed} | {counts.get('xfailed', 0)} |"
+            f" {counts.get('unsupported', 0)} | {counts.get('not_tested', 0)} | {_cell(req.statement)} |"
         )
     lines += ["", f"Requirements without a test in this run ({len(untested)}): {', '.join(untested) or 'none'}", ""]
     return "\n".join(lines)
+
+
+def _not_tested_lines(results: list[TestResult], capabilities: dict | None) -> list[str]:
+    """What this run could not judge, and why, right under the headline."""
+    reasons: dict[str, int] = defaultdict(int)
+    for r in results:
+        if r.outcome in ("not_tested", "unsupported"):
+            reasons[f"{r.outcome.replace('_', ' ')}: {r.message.split(';')[0].removeprefix('not tested: ')}"] += 1
+    if not reasons:
+        return []
+    lines = ["Not judged in this run:", ""]
+    lines += [f"- {n} test(s) {reason}" for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1])]
+    return [*lines, ""]
+
+
+def _decision_lines(capabilities: dict | None) -> list[str]:
+    if not capabilities:
+        return []
+    parsers = capabilities.get("parsers") or {}
+    lines = ["## Capability decisions", "",
+             f"Parser families: reasoning `{parsers.get('reasoning')}`, tool calls `{parsers.get('tool')}`.", "",
+             "| feature | status | source | evidence |", "|---|---|---|---|"]
+    lines += [f"| {d['feature']} | {d['status']} | {d['source']} | {_cell(d['evidence'])[:300]} |"
+              for d in capabilities.get("decisions") or []]
+    return [*lines, ""]

@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-OUTCOMES = ("passed", "failed", "skipped", "unsupported", "xfailed", "xpassed", "error")
+OUTCOMES = ("passed", "failed", "unsupported", "not_tested", "xfailed", "xpassed", "error")
 LEVELS = ("MUST", "SHOULD", "MAY")
 UNSUPPORTED_PREFIX = "unsupported: "
+NOT_TESTED_PREFIX = "not tested: "
 
 
 @dataclass
@@ -24,6 +25,10 @@ class TestResult:
     duration_s: float
     message: str = ""
     reproduce: str = ""
+    #: The requirement(s) whose check failed (a subset of requirement_ids); empty when the test did not fail.
+    failed_requirements: list[str] = field(default_factory=list)
+    #: For xfailed/xpassed: the expectation that matched (its requirement and pattern).
+    expectation: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -34,7 +39,7 @@ class Summary:
     total: int = 0
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
     by_level: dict[str, dict[str, int]] = field(
-        default_factory=lambda: {level: {"passed": 0, "failed": 0} for level in LEVELS}
+        default_factory=lambda: {level: {"passed": 0, "failed": 0, "known": 0} for level in LEVELS}
     )
 
     def to_dict(self) -> dict[str, Any]:
@@ -57,9 +62,11 @@ def summarise(results: list[TestResult]) -> Summary:
             summary.by_level[r.level]["passed"] += 1
         elif is_failure(r.outcome):
             summary.by_level[r.level]["failed"] += 1
+        elif r.outcome == "xfailed":
+            summary.by_level[r.level]["known"] += 1
     return summary
 
 
 def exit_code(results: list[TestResult]) -> int:
-    """0 when no MUST-level test failed unexpectedly, else 1."""
+    """0 when no MUST-level test failed unexpectedly, else 1 (a test's level is that of the failed check)."""
     return 1 if any(r.level == "MUST" and is_failure(r.outcome) for r in results) else 0

@@ -42,5 +42,6 @@ def conversations(draw: st.DrawFn, with_tools: bool | None = None) -> dict[str, 
     return body
 
 
-def token_ids(vocab: int, min_size: int = 1, max_size: int = 24) -> st.SearchStrategy[list[int]]:
-    return st.lists(st.integers(0, vocab - 1), min_size=min_size, max_size=max_size)
+def token_ids(pool: tuple[int, ...], min_size: int = 1, max_size: int = 24) -> st.SearchStrategy[list[int]]:
+    """Lists of ids drawn from ``pool``: ids surely inside the real vocabulary (``Codec.known_ids``)."""
+    return st.lists(st.sampled_from(pool), min_size=min_size, max_size=max_size)

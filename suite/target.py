@@ -57,13 +57,80 @@ class Codec:
         return Tokenizer.from_file(str(self.target.tokenizer_dir / "tokenizer.json"))
 
     @cached_property
+    def _folder_config(self) -> dict:
+        """config.json, generation_config.json and tokenizer_config.json of the model folder, merged by name."""
+        import json
+
+        out: dict = {}
+        for name in ("config.json", "generation_config.json", "tokenizer_config.json"):
+            path = self.target.tokenizer_dir / name if self.target.tokenizer_dir else None
+            if path is not None and path.exists():
+                try:
+                    out[name] = json.loads(path.read_text())
+                except ValueError:
+                    out[name] = {}
+        return out
+
+    @cached_property
+    def tokenizer_size(self) -> int | None:
+        """How many ids the tokenizer can decode (None without the model folder)."""
+        if self._local is None:
+            return None
+        return int(self._local.get_vocab_size(with_added_tokens=True))
+
+    @cached_property
     def vocab_size(self) -> int:
-        if self._local is not None:
-            return int(self._local.get_vocab_size(with_added_tokens=True))
-        # Without a local tokenizer the size is unknown. Tests use it to build IDs that are surely out of
-        # the vocabulary (vocab_size + k) and cap in-vocabulary draws at min(vocab_size, 1000), so an upper
-        # bound larger than any real vocabulary is the safe answer.
-        return 1 << 20
+        """The model's id bound: ids >= this are out of the vocabulary for every component.
+
+        With the folder it is config.json's ``vocab_size`` (embedding rows, padding included; real models pad:
+        Qwen3 has 151936 rows for 151669 tokenizer ids), never less than the tokenizer's size. Ids between
+        the two are *padding*: an engine may accept and even sample them, they decode to no text (see
+        GENERATE-021). Without the folder the bound is unknown and the suite uses 2**20, larger than any real
+        vocabulary, so "surely out of the vocabulary" stays true and in-vocabulary draws use :attr:`known_ids`.
+        """
+        size = (self._folder_config.get("config.json") or {}).get("vocab_size")
+        if isinstance(size, int) and size > 0:
+            return max(size, self.tokenizer_size or 0)
+        return self.tokenizer_size or 1 << 20
+
+    @cached_property
+    def known_ids(self) -> tuple[int, ...]:
+        """Ids surely inside the real vocabulary: all the tokenizer's ids, or those the target's /tokenize
+        produced for a mixed-script sample (no guessing of a size the suite cannot see)."""
+        if self.tokenizer_size is not None:
+            return tuple(range(self.tokenizer_size))
+        sample = ("The quick brown fox jumps over the lazy dog. 0123456789 !?,.;:()[]{}<>/\\'\"-_+=*&^%$#@~` "
+                  "Zwölf Boxkämpfer jagen Viktor quer über den großen Sylter Deich. 東京の天気は晴れです。"
+                  " Привет мир. 😀🚀👍 \n\t  ")
+        return tuple(sorted(set(self.encode(sample))))
+
+    @cached_property
+    def eos_ids(self) -> tuple[int, ...]:
+        """The model's end-of-sequence ids, from generation_config.json / tokenizer_config.json (folder only)."""
+        ids: list[int] = []
+        for name in ("generation_config.json", "config.json"):
+            value = (self._folder_config.get(name) or {}).get("eos_token_id")
+            ids += value if isinstance(value, list) else [value] if isinstance(value, int) else []
+        token = (self._folder_config.get("tokenizer_config.json") or {}).get("eos_token")
+        if isinstance(token, dict):
+            token = token.get("content")
+        if isinstance(token, str) and self._local is not None and (found := self._local.token_to_id(token)) is not None:
+            ids.append(int(found))
+        return tuple(dict.fromkeys(ids))
+
+    @cached_property
+    def special_texts(self) -> tuple[str, ...]:
+        """Texts of the tokens the tokenizer marks special (empty without the folder)."""
+        if self._local is None:
+            return ()
+        return tuple(sorted({t.content for t in self._local.get_added_tokens_decoder().values() if t.special}))
+
+    @cached_property
+    def special_ids(self) -> tuple[int, ...]:
+        """Ids the tokenizer marks special (empty without the folder)."""
+        if self._local is None:
+            return ()
+        return tuple(sorted(i for i, t in self._local.get_added_tokens_decoder().items() if t.special))
 
     def encode(self, text: str) -> list[int]:
         if self._local is not None:
@@ -77,20 +144,6 @@ class Codec:
         resp = self._remote("/detokenize", {"model": self.target.model, "tokens": ids})
         return str(resp["prompt"])
 
-    @cached_property
-    def special_texts(self) -> tuple[str, ...]:
-        """Texts of the tokens the tokenizer marks special (empty without a local tokenizer)."""
-        if self._local is None:
-            return ()
-        return tuple(sorted({t.content for t in self._local.get_added_tokens_decoder().values() if t.special}))
-
-    def token_id(self, token: str) -> int | None:
-        """The ID of a single (special or added) token, or None when the vocabulary lacks it."""
-        if self._local is not None:
-            found = self._local.token_to_id(token)
-            return None if found is None else int(found)
-        ids = self.encode(token)
-        return ids[0] if len(ids) == 1 else None
 
     def _remote(self, path: str, body: dict) -> dict:
         try:

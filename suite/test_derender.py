@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tokenspec.specs.parser_families import VARIANTS, shapes
 from tokenspec.suite import strategies
 from tokenspec.suite.builders import (
     TOOL,
@@ -18,6 +17,8 @@ from tokenspec.suite.builders import (
     generate_response,
     visible_text,
 )
+from tokenspec.suite.derender_checks import assert_split, configured_split
+from tokenspec.suite.gating import not_tested
 
 CHAT = "/v1/chat/completions/derender"
 COMPLETIONS = "/v1/completions/derender"
@@ -35,7 +36,7 @@ def test_chat_derender_answers_a_chat_completion(api, target, codec) -> None:
 @pytest.mark.req("DERENDER-003", "DERENDER-004", "DERENDER-005", "SCHEMA-007")
 @given(data=st.data())
 def test_usage_arithmetic(api, target, codec, data) -> None:
-    vocab = min(codec.vocab_size, 1000)
+    vocab = codec.known_ids
     lengths = data.draw(st.lists(st.integers(1, 12), min_size=1, max_size=3))
     choices = [choice(data.draw(strategies.token_ids(vocab, n, n)), index=i) for i, n in enumerate(lengths)]
     prompt_tokens = data.draw(st.one_of(st.none(), st.integers(0, 500)))
@@ -193,33 +194,14 @@ def test_token_ids_echoed_only_on_request(api, target, codec, flag) -> None:
     assert echoed == (ids if flag else None)
 
 
-@pytest.mark.req("DERENDER-001")
-def test_reasoning_split(api, target, codec, capabilities) -> None:
-    if not capabilities.has("reasoning"):
-        pytest.skip("unsupported: target does not offer reasoning")
-    ids = codec.encode("<think>Let me think.</think>The answer is 4.")
-    request = chat_request(target.model)
-    message = api.post_ok(CHAT, chat_derender(target.model, generate_response(choice(ids)), chat_request=request))[
-        "choices"
-    ][0]["message"]
-    assert (message.get("reasoning") or message.get("reasoning_content") or "").strip() == "Let me think."
-    assert (message.get("content") or "").strip() == "The answer is 4."
-
-
 @pytest.mark.req("DERENDER-001", "DERENDER-006")
-def test_tool_call_split(api, target, codec, capabilities) -> None:
-    if not capabilities.has("tools"):
-        pytest.skip("unsupported: target does not offer tools")
-    call = {"name": "get_weather", "arguments": {"city": "Paris"}}
-    ids = codec.encode(f"<tool_call>\n{json.dumps(call)}\n</tool_call>")
-    request = chat_request(target.model, tools=[TOOL], chat_template_kwargs={"enable_thinking": False})
-    out = api.post_ok(CHAT, chat_derender(target.model, generate_response(choice(ids)), chat_request=request))
-    ch = out["choices"][0]
-    calls = ch["message"].get("tool_calls") or []
-    assert len(calls) == 1, f"expected one tool call, got {ch['message']}"
-    assert calls[0]["function"]["name"] == "get_weather"
-    assert json.loads(calls[0]["function"]["arguments"]) == {"city": "Paris"}
-    assert ch["finish_reason"] == "tool_calls"
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("shape", list(shapes()))
+def test_parser_family_split(api, target, codec, capabilities, shape, variant) -> None:
+    """Each shape of markup splits as specs/parsers.yaml says for the parsers the target runs (profile or probe);
+    with no parser configured that is the decoded text, verbatim, as content."""
+    want = configured_split(capabilities, shape, variant)
+    assert_split(api, target.model, capabilities, codec.encode(shapes()[shape]), want, variant)
 
 
 @pytest.mark.req("DERENDER-022")
@@ -257,9 +239,11 @@ def test_top_logprobs_count_is_what_was_asked(api, target, codec, wanted) -> Non
 
 @pytest.mark.req("DERENDER-024")
 @pytest.mark.parametrize("parsed", [False, True], ids=["plain", "with-parsers"])
-def test_final_eos_is_not_text(api, target, codec, capabilities, parsed) -> None:
-    eos = codec.token_id("<|im_end|>") or codec.token_id("</s>") or codec.token_id("<|endoftext|>")
-    assert eos is not None, "the model's EOS token is needed (an <|im_end|>, </s> or <|endoftext|> vocabulary)"
+def test_final_eos_is_not_text(api, target, codec, capabilities, tokenizer_dir, parsed) -> None:
+    """The EOS id comes from the model folder (generation_config.json / tokenizer_config.json), never a name."""
+    if not codec.eos_ids:
+        not_tested("the model folder names no eos_token_id")
+    eos = codec.eos_ids[0]
     ids = codec.encode("The answer is 4.") + [eos]
     kwargs = {} if parsed else {"chat_template_kwargs": {"enable_thinking": False}}
     request = chat_request(target.model, tools=[TOOL] if parsed and capabilities.has("tools") else None, **kwargs)
@@ -272,10 +256,15 @@ def test_final_eos_is_not_text(api, target, codec, capabilities, parsed) -> None
 @pytest.mark.req("DERENDER-025")
 @pytest.mark.parametrize("thinking", [None, False], ids=["default-template", "thinking-off"])
 @pytest.mark.parametrize("skip", [None, False], ids=["skip-default", "skip-false"])
-def test_special_tokens_are_not_text_unless_asked(api, target, codec, thinking, skip) -> None:
-    special = codec.token_id("<|im_start|>") or codec.token_id("<s>") or codec.token_id("<|endoftext|>")
-    assert special is not None, "needs a special token in the vocabulary (<|im_start|>, <s> or <|endoftext|>)"
-    ids = codec.encode("<think>r</think>Alpha") + [special] + codec.encode("Beta")
+def test_special_tokens_are_not_text_unless_asked(api, target, codec, tokenizer_dir, thinking, skip) -> None:
+    """The special id comes from the tokenizer's own special flags (folder), not from a token name; parser
+    markers are left out because a parser must see them."""
+    markers = {"<think>", "</think>", "<tool_call>", "</tool_call>"}
+    candidates = [i for i in codec.special_ids if i not in codec.eos_ids and codec.decode([i]) not in markers]
+    if not candidates:
+        not_tested("the tokenizer marks no special token other than EOS and parser markers")
+    special = candidates[0]
+    ids = codec.encode("Alpha") + [special] + codec.encode("Beta")
     fields = {}
     if thinking is not None:
         fields["chat_template_kwargs"] = {"enable_thinking": thinking}

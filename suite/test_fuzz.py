@@ -1,7 +1,10 @@
 """Schema-driven fuzzing with schemathesis: no 5xx, no hang, and every answer in its documented shape.
 
 schemathesis generates positive (schema-valid) and negative (schema-violating) requests for every operation
-of render.yaml, derender.yaml, generate.yaml (sent to the engine) and utilities.yaml. It is driven
+of render.yaml, derender.yaml, generate.yaml (sent to the engine) and utilities.yaml. Every field of every
+request body is in reach, embedded generate responses of derender bodies included, because the cases come
+from the request schemas themselves. A negative case that the spec's own request validator confirms is
+invalid must be refused with a 4xx: a 2xx fails ERROR-015 (bad input rejected, not just survived). It is driven
 programmatically, one test per operation and mode, because its pytest integration would bypass the suite's
 fixtures. Runs are bounded (``--max-examples``, no shrinking) and reproducible: hypothesis is seeded with the
 run's seed, which the plugin prints in the header. Failures are collected and reported together, each as a
@@ -66,6 +69,14 @@ def _bounded(path: str, body: Any) -> Any:
     return body
 
 
+def _violates(validator, body: Any) -> bool:
+    """Whether the spec's request validator itself refuses ``body`` (schemathesis's own negative marking is
+    not the oracle: a mutation can leave a body valid)."""
+    if validator is None or body is None or isinstance(body, bytes | str):
+        return False
+    return next(iter(validator.iter_errors(body)), None) is not None
+
+
 def _send(http: httpx.Client, case, base_url: str) -> httpx.Response:
     kwargs = case.as_transport_kwargs(base_url=base_url)
     request: dict[str, Any] = {
@@ -82,14 +93,19 @@ def _send(http: httpx.Client, case, base_url: str) -> httpx.Response:
     return http.request(**request)
 
 
-@pytest.mark.req("ERROR-003", "ERROR-001", "SCHEMA-001")
+@pytest.mark.req("ERROR-003", "ERROR-001", "SCHEMA-001", "ERROR-015")
 @pytest.mark.parametrize(
     "document,method,path,mode", OPERATIONS, ids=[f"{m} {p} {mode}" for _, m, p, mode in OPERATIONS]
 )
-def test_fuzz_operation(target, document, method, path, mode) -> None:
+def test_fuzz_operation(target, capabilities, document, method, path, mode) -> None:
     from schemathesis import GenerationMode
 
-    base_url = target.generate_url if document == "generate.yaml" else target.url
+    from tokenspec.specs.openapi import request_schema
+
+    base = "engine" if document == "generate.yaml" else "target"
+    capabilities.require_route(base, method, path, None)
+    base_url = target.generate_url if base == "engine" else target.url
+    validator = request_schema(path, method.lower())
     operation = _operation(document, method, path)
     failures: list[str] = []
     sent = 0
@@ -124,12 +140,17 @@ def test_fuzz_operation(target, document, method, path, mode) -> None:
                 record(case, f"transport error {type(exc).__name__}: {exc}")
                 return
             if resp.status_code >= 500:
-                record(case, f"answered {resp.status_code}: {resp.text[:300]}")
+                record(case, f"[ERROR-003] answered {resp.status_code}: {resp.text[:300]}")
+                return
+            if mode == "negative" and resp.status_code < 300 and _violates(validator, case.body):
+                problem = next(iter(validator.iter_errors(case.body))).message[:200]
+                record(case, f"[ERROR-015] accepted with {resp.status_code} a body the request schema refuses"
+                             f" ({problem})")
                 return
             try:
                 check_schema(method, path, resp)
             except SchemaViolation as exc:
-                record(case, f"answered {resp.status_code} outside the spec: {str(exc)[:600]}")
+                record(case, f"[SCHEMA-001] answered {resp.status_code} outside the spec: {str(exc)[:600]}")
 
         run()
     assert sent, "schemathesis generated no case"

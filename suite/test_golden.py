@@ -1,7 +1,8 @@
 """Golden cases for the target's tokenizer (RENDER-005, DERENDER-*): exact token IDs and exact splits.
 
 Applied only when ``--tokenizer`` names a model folder whose tokenizer fingerprint has a golden file
-(``tokenspec golden build`` makes one); otherwise the cases are reported as unsupported.
+(``tokenspec golden build`` makes one); otherwise they are not tested. Derender expectations come from
+``specs/parsers.yaml`` for the target's parsers.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tokenspec.compare import tool_signature
-from tokenspec.suite.results import UNSUPPORTED_PREFIX
+from tokenspec.suite.derender_checks import assert_split, configured_split
+from tokenspec.suite.gating import not_tested
 
 
 def _cases(config: pytest.Config) -> list:
@@ -32,28 +33,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def test_golden_case(api, target, capabilities, golden) -> None:
     if golden is None:
-        pytest.skip(f"{UNSUPPORTED_PREFIX}no golden file for this tokenizer (pass --tokenizer with a known model)")
-    if golden.get("feature") and not capabilities.has(golden["feature"]):
-        pytest.skip(f"{UNSUPPORTED_PREFIX}target does not offer {golden['feature']}")
-    request = {"model": target.model, **golden["request"]}
+        not_tested("no golden file for this tokenizer's fingerprint (pass --tokenizer with a model that has one)")
     if golden["kind"] == "render":
-        out = api.post_ok("/v1/chat/completions/render", request)
+        if golden.get("feature"):
+            capabilities.require(golden["feature"])
+        out = api.post_ok("/v1/chat/completions/render", {"model": target.model, **golden["request"]})
         assert out["token_ids"] == golden["expect"]["token_ids"]
-        return
-    body = {
-        "model": target.model,
-        "generate_response": {"request_id": "golden", "choices": [
-            {"index": 0, "token_ids": golden["token_ids"], "finish_reason": "stop", "stop_reason": None}]},
-        "prompt_tokens": 5,
-        "chat_request": request,
-    }
-    choice = api.post_ok("/v1/chat/completions/derender", body)["choices"][0]
-    message, expect = choice["message"], golden["expect"]
-    got = {
-        "content": message.get("content") or None,
-        "reasoning": message.get("reasoning") or message.get("reasoning_content") or None,
-        "tool_calls": [list(sig) for sig in tool_signature(message.get("tool_calls"))] or None,
-        "finish_reason": choice["finish_reason"],
-    }
-    want = {k: expect.get(k) for k in got}
-    assert got == want
+    else:
+        text = golden["output"] if golden.get("like") else None
+        want = configured_split(capabilities, golden.get("shape") or golden["like"], golden["variant"], text)
+        assert_split(api, target.model, capabilities, golden["token_ids"], want, golden["variant"])

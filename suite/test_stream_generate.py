@@ -46,8 +46,7 @@ def test_stream_events_carry_one_choice_each(engine, prompt) -> None:
 
 @pytest.mark.req("STREAM-002")
 def test_several_choices_stream_one_per_event(engine, capabilities, prompt) -> None:
-    if not capabilities.has("multi-choice"):
-        pytest.skip("unsupported: target does not offer multi-choice")
+    capabilities.require("multi-choice")
     events = _stream(engine, prompt, n=2, **SEEDED)
     assert all(len(e.get("choices") or []) <= 1 for e in events), "an event carried more than one choice"
     per = _by_index(events)

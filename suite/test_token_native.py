@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 from tokenspec.specs.openapi import schema_validator
 from tokenspec.suite import strategies
-from tokenspec.suite.results import UNSUPPORTED_PREFIX
 
 RENDER = "/v1/chat/completions/render"
 CHAT = "/v1/chat/completions"
@@ -36,20 +35,9 @@ def server_version(target) -> str:
 
 
 @pytest.fixture
-def has_chat_completions(target) -> bool:
-    """Whether the target serves /v1/chat/completions at all: an empty body must be refused, not unrouted."""
-    try:
-        resp = httpx.post(f"{target.url}{CHAT}", json={}, timeout=target.timeout)
-    except httpx.HTTPError:
-        return False
-    return resp.status_code not in (404, 405, 501)
-
-
-@pytest.fixture
-def chat_api(api, has_chat_completions):
+def chat_api(api, capabilities):
     """The target's client, for tests that need its /v1/chat/completions."""
-    if not has_chat_completions:
-        pytest.skip(f"{UNSUPPORTED_PREFIX}target has no {CHAT}")
+    capabilities.require("chat-completions")
     return api
 
 
@@ -79,8 +67,7 @@ def endpoint(request, api):
     """The two ways a client hands input blocks to a target: render, and the target's own chat completions."""
     if request.param == "render":
         return RENDER
-    if not request.getfixturevalue("has_chat_completions"):
-        pytest.skip(f"{UNSUPPORTED_PREFIX}target has no {CHAT}")
+    request.getfixturevalue("capabilities").require("chat-completions")
     return CHAT
 
 
@@ -89,13 +76,12 @@ def endpoint(request, api):
 
 @pytest.mark.req("TOKNAT-001", "TOKNAT-010")
 @given(data=st.data())
-def test_input_tokens_are_inserted_verbatim(api, target, codec, server_version, data) -> None:
+def test_input_tokens_are_inserted_verbatim(api, target, codec, server_version, tokenizer_dir, data) -> None:
     """The oracle is the model folder's template rendered here with a sentinel where the block sits: the
     prompt is the text before it, the block's IDs unchanged, then the text after it."""
     from tokenspec.chat_template import ChatTemplate
 
-    assert target.tokenizer_dir is not None, "needs --tokenizer DIR (the model folder) to render the template"
-    ids = data.draw(strategies.token_ids(codec.vocab_size), label="token_ids")
+    ids = data.draw(strategies.token_ids(codec.known_ids), label="token_ids")
     before = data.draw(st.one_of(st.none(), strategies.text), label="text before")
     after = data.draw(st.one_of(st.none(), strategies.text), label="text after")
     as_list = before is not None or after is not None or data.draw(st.booleans(), label="block in a list")
@@ -111,16 +97,14 @@ def test_input_tokens_are_inserted_verbatim(api, target, codec, server_version, 
     block = _block(ids, **({"tokenizer_version": server_version} if pinned_block else {}))
     out = api.post_ok(RENDER, _body(target, content(block), tokenizer_version=server_version))["token_ids"]
     sentinel_part = {"type": "text", "text": SENTINEL}
-    expected = ChatTemplate.from_model_dir(target.tokenizer_dir).render(
+    expected = ChatTemplate.from_model_dir(tokenizer_dir).render(
         [{"role": "user", "content": content(sentinel_part if as_list else SENTINEL)}], add_generation_prompt=True
     )
     text_before, text_after = expected.split(SENTINEL)
     k = _find(out, ids)
-    while k != -1:
-        if codec.decode(out[:k]) == text_before and codec.decode(out[k + len(ids) :]) == text_after:
-            return
+    while k != -1 and not (codec.decode(out[:k]) == text_before and codec.decode(out[k + len(ids):]) == text_after):
         k = _find(out, ids, k + 1)
-    raise AssertionError(
+    assert k != -1, (
         f"the block's ids {ids} are not in the prompt verbatim between {text_before!r} and {text_after!r}: {out}"
     )
 

@@ -52,13 +52,15 @@ def build_golden(model_dir: Path, out_dir: Path = GOLDEN_DIR) -> Path:
         cases.append({"id": case["id"], "kind": "render", "requirements": case["requirements"],
                       "feature": case.get("feature"), "request": request, "expect": {"token_ids": ids}})
     for case in source["derender"]:
-        ids = tokenizer.encode(case["output"], add_special_tokens=False).ids
+        from tokenspec.specs.parser_families import shapes
+
+        output = shapes()[case["shape"]] if "shape" in case else case["output"]
+        ids = tokenizer.encode(output, add_special_tokens=False).ids
         if case.get("append_eos"):
             ids.append(tokenizer.token_to_id(_eos(model_dir)))
-        request = {"messages": [{"role": "user", "content": "Hello"}], **case["chat_request"]}
         cases.append({"id": case["id"], "kind": "derender", "requirements": case["requirements"],
-                      "feature": case.get("feature"), "request": request, "token_ids": ids,
-                      "expect": case["expect"]})
+                      "output": output, "shape": case.get("shape"), "like": case.get("like"),
+                      "variant": case["variant"], "token_ids": ids})
     target = out_dir / _model_name(model_dir) / f"{fingerprint}.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     doc = {"model": _model_name(model_dir), "tokenizer_fingerprint": fingerprint,

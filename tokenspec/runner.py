@@ -48,6 +48,7 @@ def pytest_args(args: argparse.Namespace, report_dir: Path) -> list[str]:
         ("--tokenspec-model", args.model),
         ("--tokenspec-tokenizer", args.tokenizer),
         ("--tokenspec-expectations", args.expectations),
+        ("--tokenspec-profile", args.profile),
     ):
         if value:
             out += [flag, value]
@@ -60,6 +61,18 @@ def pytest_args(args: argparse.Namespace, report_dir: Path) -> list[str]:
     if args.keyword:
         out += ["-k", args.keyword]
     return out
+
+
+def _separate_rewritten_bytecode() -> None:
+    """The suite's asserts are rewritten with the assertion-pass hook; pytest caches rewritten modules by
+    interpreter and pytest version only, so the suite keeps its bytecode apart from other pytest runs (the
+    workers inherit the setting through the environment)."""
+    import os
+    import sys
+
+    prefix = str(Path(os.environ.get("TOKENSPEC_CACHE", Path.home() / ".cache" / "tokenspec")) / "suite-bytecode")
+    os.environ["PYTHONPYCACHEPREFIX"] = prefix
+    sys.pycache_prefix = prefix
 
 
 def run_from_args(args: argparse.Namespace) -> int:
@@ -76,7 +89,12 @@ def run_from_args(args: argparse.Namespace) -> int:
         from tokenspec.suite.expectations import load_expectations
 
         load_expectations(args.expectations)
+    if args.profile:
+        from tokenspec.suite.profile import load_profile
+
+        load_profile(args.profile)
     report_dir = Path(args.report) if args.report else Path(tempfile.mkdtemp(prefix="tokenspec-"))
+    _separate_rewritten_bytecode()
     code = pytest.main(pytest_args(args, report_dir))
     report = report_dir / "report.json"
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or not report.exists():

@@ -1,0 +1,115 @@
+"""The parser families the suite knows, and what each one makes of each shape of generated markup.
+
+``parsers.yaml`` is normative text: for every configuration (reasoning family + tool family) and every shape of
+generated text, the content, reasoning, tool calls and finish_reason a chat derender gives, with thinking on
+(the template's default) and off (``chat_template_kwargs.enable_thinking: false``). The suite derives its
+derender and golden expectations from the configuration the target runs (declared in the profile or found
+by the probe), so a server configured with ``deepseek_r1`` is held to deepseek_r1's split, not qwen3's.
+The table was recorded from vLLM 0.32's own parsers (see the file's header), never from tokenspec's frontend.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from tokenspec.specs.catalogue import SPEC_DIR
+
+__all__ = [
+    "REASONING_FAMILIES",
+    "TOOL_FAMILIES",
+    "Split",
+    "configuration",
+    "configured_shapes",
+    "distinguishing_shapes",
+    "expected",
+    "family_probe",
+    "shapes",
+]
+
+REASONING_FAMILIES: tuple[str, ...] = ("qwen3", "deepseek_r1")
+TOOL_FAMILIES: tuple[str, ...] = ("hermes", "llama3_json")
+VARIANTS = ("thinking", "thinking-off")
+
+
+@functools.cache
+def _table() -> dict[str, Any]:
+    return yaml.safe_load((SPEC_DIR / "parsers.yaml").read_text(encoding="utf-8"))
+
+
+def shapes() -> dict[str, str]:
+    """Shape id -> the generated text."""
+    return dict(_table()["shapes"])
+
+
+def configuration(reasoning: str | None, tool: str | None) -> str:
+    return f"{reasoning or 'none'}+{tool or 'none'}"
+
+
+@dataclass(frozen=True)
+class Split:
+    """What a chat derender must answer for one shape: the message's parts and the finish_reason."""
+
+    content: str | None
+    reasoning: str | None
+    tool_calls: tuple[tuple[str, str], ...]  # (name, arguments as canonical JSON)
+    finish_reason: str
+
+    @classmethod
+    def from_entry(cls, entry: dict[str, Any]) -> Split:
+        calls = tuple((c["name"], _canonical(c["arguments"])) for c in entry.get("tool_calls") or [])
+        return cls(entry.get("content"), entry.get("reasoning"), calls, entry.get("finish_reason", "stop"))
+
+    def observed(self, message: dict[str, Any], finish_reason: str | None = None) -> Split:
+        calls = tuple((c["function"]["name"], _canonical(c["function"].get("arguments")))
+                      for c in message.get("tool_calls") or [])
+        return Split(message.get("content") or None,
+                     message.get("reasoning") or message.get("reasoning_content") or None,
+                     calls, finish_reason if finish_reason is not None else self.finish_reason)
+
+    def differences(self, message: dict[str, Any], finish_reason: str | None = None) -> list[str]:
+        """Field-level differences between this expectation and a derendered message."""
+        got = self.observed(message, finish_reason)
+        out = []
+        for name in ("content", "reasoning", "tool_calls", "finish_reason"):
+            want, have = getattr(self, name), getattr(got, name)
+            if want != have:
+                out.append(f"{name}: expected {want!r}, got {have!r}")
+        return out
+
+    def matches(self, message: dict[str, Any], finish_reason: str | None = None) -> bool:
+        return not self.differences(message, finish_reason)
+
+
+def _canonical(arguments: Any) -> str:
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return arguments
+    return json.dumps(arguments, sort_keys=True, ensure_ascii=False)
+
+
+def expected(reasoning: str | None, tool: str | None, shape: str, variant: str) -> Split | None:
+    """The specified split of ``shape`` under a configuration and variant (None: not specified)."""
+    entry = ((_table()["expect"].get(configuration(reasoning, tool)) or {}).get(shape) or {}).get(variant)
+    return None if entry is None else Split.from_entry(entry)
+
+
+def family_probe(kind: str) -> str:
+    """The shape id a probe derenders first: one every family of ``kind`` parses and no-parser leaves alone."""
+    return str(_table()["probes"][kind]["any"])
+
+
+def distinguishing_shapes(kind: str) -> list[str]:
+    """Shape ids whose splits tell the families of ``kind`` apart (a family must match all of them)."""
+    return list(_table()["probes"][kind]["distinguish"])
+
+
+def configured_shapes(reasoning: str | None, tool: str | None) -> list[str]:
+    """The shapes the table specifies for a configuration (empty: configuration unknown)."""
+    return list(_table()["expect"].get(configuration(reasoning, tool)) or {})

@@ -1,0 +1,176 @@
+"""The one place a conformance test learns whether it may run: capability decisions and their evidence.
+
+Every decision names a feature from the closed list in ``specs/features.yaml`` (roles: endpoints a URL
+hosts; features: optional behaviours), a status, where the decision came from and the evidence behind it:
+
+- ``offered``: the probe saw it work, or the profile declared it (a declared feature the probe cannot confirm
+  is a failure of PROFILE-001, not a silent pass);
+- ``unsupported``: the target hosts the endpoint but does not offer the optional behaviour (a 501, a parser
+  that is not configured); its tests are counted apart, never as passes or failures;
+- ``not-tested``: nothing the run was given can exercise it (a route no URL hosts, no ``--engine``, no
+  ``--tokenizer``), with the flag that would enable it.
+
+Tests never write their own skip strings: they call :func:`require` (through a fixture, the route gate of
+the HTTP client, or the plugin's requirement-feature gate) or :func:`not_tested` for a precondition the run
+itself did not meet (the reference ignored a forcing constraint, the tokenizer has nothing to split).
+The meaning of each outcome is written down in ``suite/CONTRACT.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal, NoReturn
+
+import pytest
+
+from tokenspec.suite.results import NOT_TESTED_PREFIX, UNSUPPORTED_PREFIX
+
+Status = Literal["offered", "unsupported", "not-tested"]
+Source = Literal["probe", "profile", "options"]
+
+#: The route each role is, on which URL of the run ("target", "engine" = the generate URL, "reference").
+ROLE_ROUTES: dict[str, tuple[str, str]] = {
+    "chat-render": ("target", "/v1/chat/completions/render"),
+    "completions-render": ("target", "/v1/completions/render"),
+    "chat-derender": ("target", "/v1/chat/completions/derender"),
+    "completions-derender": ("target", "/v1/completions/derender"),
+    "chat-stream-derender": ("target", "/v1/chat/completions/derender"),
+    "completions-stream-derender": ("target", "/v1/completions/derender"),
+    "generate": ("engine", "/inference/v1/generate"),
+    "tokenize": ("target", "/tokenize"),
+    "detokenize": ("target", "/detokenize"),
+    "coupled": ("reference", "/v1/chat/completions"),
+    "chat-completions": ("target", "/v1/chat/completions"),
+}
+#: What a user passes to let the suite test a role or input it lacks.
+ENABLE: dict[str, str] = {
+    "generate": "pass --engine URL (a server hosting /inference/v1/generate)",
+    "coupled": "pass --reference URL (a standard serve endpoint with /v1/chat/completions)",
+    "tokenizer-folder": "pass --tokenizer DIR (the model folder)",
+}
+#: A requirement feature that any one of several roles satisfies (the client gates the specific route).
+ANY_OF: dict[str, tuple[str, ...]] = {
+    "streaming-derender": ("chat-stream-derender", "completions-stream-derender"),
+}
+_COUPLED_PATHS = ("/v1/chat/completions", "/v1/completions")
+
+
+@dataclass(frozen=True)
+class Decision:
+    feature: str
+    status: Status
+    source: Source
+    evidence: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"feature": self.feature, "status": self.status, "source": self.source, "evidence": self.evidence}
+
+
+@dataclass
+class Capabilities:
+    """The decisions of one run, plus what the probe learnt about the target's configuration."""
+
+    decisions: dict[str, Decision] = field(default_factory=dict)
+    #: Parser families in use: {"reasoning": "qwen3" | "deepseek_r1" | None, "tool": "hermes" | ... | None}.
+    parsers: dict[str, str | None] = field(default_factory=lambda: {"reasoning": None, "tool": None})
+    #: Features the profile declared; each must be confirmed by the probe (PROFILE-001).
+    declared: dict[str, str] = field(default_factory=dict)
+    #: The probe's own verdict on each feature, before a profile declaration overrode it.
+    observed: dict[str, Decision] = field(default_factory=dict)
+    #: Optional request fields the profile declares the target honours (None: not declared, all assumed).
+    fields: set[str] | None = None
+    #: Limits the profile declares (max_model_len, max_logprobs, vocab_size).
+    limits: dict[str, int] = field(default_factory=dict)
+
+    def decide(self, feature: str, status: Status, source: Source, evidence: str) -> None:
+        self.decisions[feature] = Decision(feature, status, source, evidence)
+
+    def has(self, feature: str) -> bool:
+        if feature in ANY_OF:
+            return any(self.has(f) for f in ANY_OF[feature])
+        decision = self.decisions.get(feature)
+        return decision is not None and decision.status == "offered"
+
+    def why_not(self, feature: str) -> tuple[str, str]:
+        """(outcome prefix, reason) for a feature that is not offered."""
+        if feature in ANY_OF:
+            return self.why_not(ANY_OF[feature][0])
+        decision = self.decisions.get(feature)
+        if decision is None:
+            return NOT_TESTED_PREFIX, f"{feature} was not probed"
+        prefix = UNSUPPORTED_PREFIX if decision.status == "unsupported" else NOT_TESTED_PREFIX
+        hint = f"; {ENABLE[feature]}" if decision.status == "not-tested" and feature in ENABLE else ""
+        return prefix, f"{feature}: {decision.evidence}{hint}"
+
+    def require(self, *features: str) -> None:
+        """Skip the running test as unsupported / not tested unless every feature is offered."""
+        for feature in features:
+            if not self.has(feature):
+                prefix, reason = self.why_not(feature)
+                pytest.skip(prefix + reason)
+
+    def require_fields(self, *names: str) -> None:
+        """Skip as unsupported a test that sends an optional request field the profile does not declare."""
+        missing = [n for n in names if self.fields is not None and n not in self.fields]
+        if missing:
+            pytest.skip(f"{UNSUPPORTED_PREFIX}the profile does not declare optional request field(s) "
+                        f"{', '.join(missing)}")
+
+    def require_route(self, base: str, method: str, path: str, body: Any) -> None:
+        """The route gate of the HTTP client: a request to a route the probe found missing never runs."""
+        role = role_of(base, method, path, body)
+        if role is not None:
+            self.require(role)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "parsers": self.parsers,
+            "declared": self.declared,
+            "observed": {k: d.to_dict() for k, d in self.observed.items()},
+            "fields": sorted(self.fields) if self.fields is not None else None,
+            "limits": self.limits,
+            "decisions": [d.to_dict() for d in sorted(self.decisions.values(), key=lambda d: d.feature)],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Capabilities:
+        return cls(
+            decisions={d["feature"]: Decision(**d) for d in data["decisions"]},
+            parsers=dict(data["parsers"]),
+            declared=dict(data.get("declared") or {}),
+            observed={k: Decision(**d) for k, d in (data.get("observed") or {}).items()},
+            fields=set(data["fields"]) if data.get("fields") is not None else None,
+            limits=dict(data.get("limits") or {}),
+        )
+
+
+def role_of(base: str, method: str, path: str, body: Any) -> str | None:
+    """The role a request exercises (None for routes every server has, such as /health and /v1/models)."""
+    if method != "POST":
+        return None
+    if base == "reference" and path in _COUPLED_PATHS:
+        return "coupled"
+    if base == "target" and path in _COUPLED_PATHS:
+        return "chat-completions"
+    streaming = _is_stream(body)
+    for role, (where, route) in ROLE_ROUTES.items():
+        if route == path and where == base:
+            if role.endswith("stream-derender") != streaming and path.endswith("/derender"):
+                continue
+            return role
+    return None
+
+
+def _is_stream(body: Any) -> bool:
+    if isinstance(body, bytes | str):
+        try:
+            body = json.loads(body)
+        except ValueError:
+            return False
+    return isinstance(body, dict) and body.get("stream") is True
+
+
+def not_tested(reason: str) -> NoReturn:
+    """End the running test as not tested: a precondition of its check did not hold in this run."""
+    pytest.skip(NOT_TESTED_PREFIX + reason)

@@ -1,0 +1,91 @@
+"""The target profile (``--profile FILE``): what an implementation declares it offers and how it is configured.
+
+A profile turns the probe's guesses into commitments. Declared-offered features are tested even where the
+probe could not see them (and PROFILE-001 fails for each one the probe cannot confirm); declared-absent
+features are unsupported; declared parser families drive the derender and golden expectations. The file is
+YAML validated against ``specs/profile.schema.json``; ``reports/profiles/`` holds examples.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tokenspec.errors import UsageError
+from tokenspec.suite.gating import Capabilities
+
+
+def profile_schema() -> dict[str, Any]:
+    from tokenspec.specs.catalogue import SPEC_DIR
+
+    return json.loads((SPEC_DIR / "profile.schema.json").read_text())
+
+
+@dataclass(frozen=True)
+class Profile:
+    path: str
+    implementation: dict[str, str] = field(default_factory=dict)
+    parsers: dict[str, str] = field(default_factory=dict)
+    features: dict[str, bool] = field(default_factory=dict)
+    optional_request_fields: tuple[str, ...] | None = None
+    limits: dict[str, int] = field(default_factory=dict)
+
+    def apply(self, caps: Capabilities) -> None:
+        """Overlay the declarations on the probe's decisions, keeping the probe's view for PROFILE-001."""
+        for feature, offered in self.features.items():
+            observed = caps.decisions.get(feature)
+            if observed is not None:
+                caps.observed[feature] = observed
+            seen = f" (probe: {observed.status}, {observed.evidence})" if observed is not None else ""
+            if offered:
+                caps.declared[feature] = "offered"
+                caps.decide(feature, "offered", "profile", f"declared offered by {self.path}{seen}")
+            else:
+                caps.declared[feature] = "unsupported"
+                caps.decide(feature, "unsupported", "profile", f"declared not offered by {self.path}{seen}")
+        for kind, family in self.parsers.items():
+            caps.observed[f"{kind}-parser"] = _family_decision(caps, kind)
+            caps.declared[f"{kind}-parser"] = family
+            caps.parsers[kind] = None if family == "none" else family
+        if self.optional_request_fields is not None:
+            caps.fields = set(self.optional_request_fields)
+        caps.limits.update(self.limits)
+
+
+def _family_decision(caps: Capabilities, kind: str) -> Any:
+    from tokenspec.suite.gating import Decision
+
+    found = caps.parsers.get(kind)
+    return Decision(f"{kind}-parser", "offered" if found else "unsupported", "probe", f"probe found {found or 'none'}")
+
+
+def load_profile(path: str | Path) -> Profile:
+    """Read and validate a profile; any problem is a one-line usage error."""
+    import jsonschema
+
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"profile not found: {path}") from None
+    except yaml.YAMLError as exc:
+        raise UsageError(f"profile {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    data = data or {}
+    errors = sorted(jsonschema.Draft202012Validator(profile_schema()).iter_errors(data), key=lambda e: e.path)
+    if errors:
+        first = errors[0]
+        where = "/".join(str(p) for p in first.absolute_path) or "(top level)"
+        raise UsageError(f"profile {path}: {where}: {first.message}")
+    fields = data.get("optional_request_fields")
+    return Profile(
+        path=str(path),
+        implementation=dict(data.get("implementation") or {}),
+        parsers=dict(data.get("parsers") or {}),
+        features=dict(data.get("features") or {}),
+        optional_request_fields=tuple(fields) if fields is not None else None,
+        limits=dict(data.get("limits") or {}),
+    )
