@@ -2,7 +2,8 @@
 
 Order for every POST: body size (413, before parsing; Content-Length is checked first and the bytes are
 counted while reading), content type (400 "Unsupported Media Type", as vLLM answers, not 415), JSON (400),
-shape (400 "Bad Request"), model (404), then the endpoint's own checks. Any unexpected exception while
+shape (400 "Bad Request": vLLM's pydantic shapes, then the spec's own request schema, so the frontend refuses
+everything the spec it is judged by refuses), model (404), then the endpoint's own checks. Any unexpected exception while
 handling a request becomes a 400 error object: every failure here is caused by the input, and a client
 must never see a traceback.
 """
@@ -58,6 +59,7 @@ class Frontend:
                 body = await read_json(request, self.config.max_body_bytes)
                 if schema is not None:
                     schemas.check_shape(body, schema)
+                schemas.check_spec(request.url.path, body)
                 return JSONResponse(handler(body, request))
             except ApiError as err:
                 return err.response()

@@ -215,3 +215,17 @@ def check_sampling_ranges(params: dict[str, Any], max_n: int) -> None:
         fail("stop cannot contain an empty string.", "stop")
     if temp == 0 and n > 1:
         raise bad_request(f"n must be 1 when using greedy sampling, got {n}.")
+
+
+def check_spec(path: str, body: Any) -> None:
+    """Refuse (400) a body the spec's request schema for ``POST path`` refuses (ERROR-015)."""
+    from tokenspec.specs.openapi import request_schema
+
+    validator = request_schema(path, "post")
+    if validator is None:
+        return
+    error = next(iter(validator.iter_errors(body)), None)
+    if error is None:
+        return
+    param = "body" + "".join("." + str(p) for p in error.absolute_path)
+    raise validation_error(f"1 validation error:\n  {{'loc': '{param}', 'msg': {error.message[:300]!r}}}", param)
