@@ -62,7 +62,9 @@ class Split:
     @classmethod
     def from_entry(cls, entry: dict[str, Any]) -> Split:
         calls = tuple((c["name"], _canonical(c["arguments"])) for c in entry.get("tool_calls") or [])
-        return cls(entry.get("content"), entry.get("reasoning"), calls, entry.get("finish_reason", "stop"))
+        # An empty string and null are the same answer here (deepseek_r1 gives reasoning "" for "<think></think>").
+        return cls(entry.get("content") or None, entry.get("reasoning") or None, calls,
+                   entry.get("finish_reason", "stop"))
 
     def observed(self, message: dict[str, Any], finish_reason: str | None = None) -> Split:
         calls = tuple((c["function"]["name"], _canonical(c["function"].get("arguments")))

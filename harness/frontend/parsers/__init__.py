@@ -6,11 +6,11 @@ byte-level pieces instead of the added token, and the markup must still be recog
 
 from tokenspec.harness.frontend.parsers.hermes import HermesToolParser
 from tokenspec.harness.frontend.parsers.output import OutputParser, ParsedMessage
-from tokenspec.harness.frontend.parsers.think import ThinkReasoningParser
+from tokenspec.harness.frontend.parsers.think import DeepSeekR1ReasoningParser, ThinkReasoningParser
 
 REASONING_PARSERS: dict[str, type[ThinkReasoningParser]] = {
     "qwen3": ThinkReasoningParser,
-    "deepseek_r1": ThinkReasoningParser,
+    "deepseek_r1": DeepSeekR1ReasoningParser,
 }
 TOOL_PARSERS: dict[str, type[HermesToolParser]] = {"hermes": HermesToolParser}
 

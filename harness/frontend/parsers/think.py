@@ -84,3 +84,34 @@ class ThinkReasoningParser:
         new = cleaned[self._content_sent:]
         self._content_sent = len(cleaned)
         return new
+
+
+class DeepSeekR1ReasoningParser(ThinkReasoningParser):
+    """``<think>...</think>`` as vLLM's deepseek_r1 parser splits it (specs/parsers.yaml, deepseek_r1 rows).
+
+    Unlike qwen3: ``enable_thinking`` is ignored (the parser always runs), only ``</think>`` ends reasoning
+    (tool-call markup inside reasoning stays reasoning), text after the first ``<think>`` is what is split,
+    and later ``</think>`` strings stay in the content.
+    """
+
+    def __init__(self, chat_template_kwargs: dict[str, Any] | None = None) -> None:
+        super().__init__(None)
+        self._sent = (0, 0)
+
+    def split(self, text: str) -> tuple[str | None, str | None]:
+        _, opened, after = text.partition(THINK_START)
+        body = after if opened else text
+        reasoning, ended, content = body.partition(THINK_END)
+        if not ended:
+            return body or None, None
+        return reasoning or None, content or None
+
+    def feed(self, delta: str, finished: bool = False) -> tuple[str, str]:
+        """The split of everything seen so far, less a tail that may still become a marker; emit what is new."""
+        self._text += delta
+        hold = 0 if finished else max(partial_suffix(self._text, t) for t in (THINK_START, THINK_END))
+        reasoning, content = self.split(self._text[: len(self._text) - hold])
+        reasoning, content = reasoning or "", content or ""
+        new = reasoning[self._sent[0]:], content[self._sent[1]:]
+        self._sent = (max(self._sent[0], len(reasoning)), max(self._sent[1], len(content)))
+        return new
