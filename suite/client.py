@@ -45,8 +45,32 @@ class RecordedRequest:
                     + f" --data-binary @body.json  # body of {len(self.body)} bytes, too large to inline:"
                     " re-run the test with -k to regenerate it"
                 )
-            parts += ["--data-binary", self.body.decode("utf-8", errors="replace")]
+            try:
+                text = self.body.decode("utf-8")
+            except UnicodeDecodeError:
+                text = None
+            if text is None or "\x00" in text:
+                # Bytes no shell argument can carry: printf writes them exactly, curl reads them from stdin.
+                return f"printf {shlex.quote(_printf_escape(self.body))} | " + " ".join(
+                    shlex.quote(p) for p in [*parts, "--data-binary", "@-"])
+            parts += ["--data-binary", text]
         return " ".join(shlex.quote(p) for p in parts)
+
+
+def _printf_escape(body: bytes) -> str:
+    """A printf format that prints ``body`` byte for byte (octal escapes for everything not plain ASCII)."""
+    out = []
+    for byte in body:
+        char = chr(byte)
+        if char == "%":
+            out.append("%%")
+        elif char == "\\":
+            out.append("\\\\")
+        elif 0x20 <= byte < 0x7F:
+            out.append(char)
+        else:
+            out.append(f"\\{byte:03o}")
+    return "".join(out)
 
 
 @dataclass
@@ -164,7 +188,7 @@ def check_schema(method: str, path: str, resp: httpx.Response) -> None:
     if not ctype.startswith("application/json"):
         if resp.status_code >= 400:
             raise SchemaViolation(
-                f"{method} {path} -> {resp.status_code}",
+                f"[ERROR-001] {method} {path} -> {resp.status_code}",
                 [f"error responses must be application/json with the error object, got {ctype!r}"],
                 resp.text[:300],
             )
@@ -176,5 +200,6 @@ def check_schema(method: str, path: str, resp: httpx.Response) -> None:
         raise SchemaViolation(where, ["body is not valid JSON"], resp.text[:300]) from None
     problems = validate_response(method, path, resp.status_code, body)
     if problems:
-        raise SchemaViolation(f"{method} {path} -> {resp.status_code}", problems, body)
+        tag = "[ERROR-001] " if resp.status_code >= 400 else ""  # an error answer without the error object
+        raise SchemaViolation(f"{tag}{method} {path} -> {resp.status_code}", problems, body)
     note_check()

@@ -11,8 +11,9 @@ The file is plain YAML (no condition language)::
         reason: reads the whole body before refusing it
         evidence: {request: "curl ...", answer: "400 ..."}   # optional, what was seen
 
-A known failure is recognised only when the test fails on that requirement with a message matching the
-pattern; a failure with another cause is reported as a new failure (and says which expectation it missed),
+A known failure is recognised only when every cause of the test's failure (each ``[AREA-NNN]`` segment of its
+message, or the whole message) is explained by one of the test's expectations: same requirement, pattern
+found. A failure with any other cause is reported as a new failure and names the cause no expectation covers,
 and a test named here that passes is ``xpassed``: the expectation is stale and should be removed.
 """
 
@@ -43,9 +44,6 @@ class Expectation:
         if self.test.endswith(("::", "/")):
             return local.startswith(self.test) or nodeid.startswith(self.test)
         return local == self.test or nodeid == self.test or local.split("[")[0] == self.test
-
-    def explains(self, failed_requirements: list[str], message: str) -> bool:
-        return self.requirement in failed_requirements and re.search(self.pattern, message, re.S) is not None
 
     def describe(self) -> str:
         return f"{self.requirement} /{self.pattern}/: {self.reason}"
@@ -99,6 +97,55 @@ def load_expectations(path: str | Path) -> list[Expectation]:
 
 
 def find(expectations: list[Expectation], nodeid: str, requirement_ids: list[str] | None = None
-         ) -> Expectation | None:
-    return next((e for e in expectations if e.matches(nodeid)
-                 and (requirement_ids is None or e.requirement in requirement_ids)), None)
+         ) -> list[Expectation]:
+    """Every expectation naming this test (and, when given, one of its requirements)."""
+    return [e for e in expectations if e.matches(nodeid) and (requirement_ids is None or e.requirement in
+                                                                requirement_ids)]
+
+
+_TAG = re.compile(r"\[([A-Z]+-\d{3})\] ")
+
+
+def causes(message: str, failed_requirements: list[str]) -> list[tuple[list[str], str]]:
+    """The separate causes of a failure: each ``[AREA-NNN] ...`` segment, or the whole message when untagged."""
+    tags = list(_TAG.finditer(message))
+    if not tags:
+        return [(failed_requirements, message)]
+    ends = [m.start() for m in tags[1:]] + [len(message)]
+    return [([m.group(1)], message[m.start():end]) for m, end in zip(tags, ends, strict=True)]
+
+
+def unexplained(expectations: list[Expectation], failed_requirements: list[str], message: str) -> list[str]:
+    """Causes of a failure no expectation explains (a known failure has none; anything else is new)."""
+    out = []
+    for ids, text in causes(message, failed_requirements):
+        if not any(e.requirement in ids and re.search(e.pattern, text, re.S) for e in expectations):
+            out.append(text.strip().splitlines()[0][:300] if text.strip() else "(empty message)")
+    return out
+
+
+def _pattern(message: str) -> str:
+    """A regex of a failure's stable part: its first line, without the exception name, up to the first value."""
+    line = next((ln.strip() for ln in message.splitlines() if ln.strip()), "")
+    line = re.sub(r"^[\w.]*(Error|Violation|Exception): ", "", line)
+    line = re.sub(r"^\[[A-Z]+-\d{3}\] ", "", line)
+    stable = re.split(r"[0-9'\"{\[(]", line, maxsplit=1)[0].strip()
+    return re.escape(stable if len(stable) >= 12 else line[:60])
+
+
+def draft(report: dict[str, Any], implementation: dict[str, str], configuration: dict[str, Any]) -> str:
+    """An expectations file for every unexpected failure of ``report`` (reasons left for a human to write)."""
+    entries = []
+    for test in report["tests"]:
+        if test["outcome"] not in ("failed", "error"):
+            continue
+        nodeid = test["nodeid"].split("/")[-1] if "::" not in test["nodeid"].split("/")[-1] else test["nodeid"]
+        entries.append({
+            "test": nodeid.rsplit("/", 1)[-1] if nodeid.startswith("suite/") else nodeid,
+            "requirement": (test.get("failed_requirements") or test["requirement_ids"])[0],
+            "pattern": _pattern(test["message"]),
+            "reason": "TODO: the sentence of the requirement this implementation breaks, and how",
+            "evidence": {"request": test.get("reproduce", "")[:600], "answer": test["message"][:600]},
+        })
+    doc = {"implementation": implementation, "configuration": configuration, "expectations": entries}
+    return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=120)

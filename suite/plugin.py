@@ -155,8 +155,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         keep.append(item)
         from tokenspec.suite.expectations import find
 
-        if expectation := find(expectations, item.nodeid, ids):
-            item.stash[_EXPECTATION] = expectation
+        if expected := find(expectations, item.nodeid, ids):
+            item.stash[_EXPECTATION] = expected
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = [i for i in items if i not in drop]
@@ -220,24 +220,27 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
-def _apply_expectation(report: pytest.TestReport, expectation) -> None:
-    """Known failure = the named requirement failed with a message matching the pattern; anything else is new."""
+def _apply_expectation(report: pytest.TestReport, expected: list) -> None:
+    """Known failure = every cause of the failure is explained by an expectation; anything else is new."""
+    from tokenspec.suite.expectations import unexplained
+
+    described = "; ".join(e.describe() for e in expected)
     if report.passed:
         report.outcome = "failed"
-        report.longrepr = f"XPASS: the known failure no longer happens ({expectation.describe()}); remove it"
-        report.user_properties.append(("expectation", expectation.describe()))
+        report.longrepr = f"XPASS: the known failure no longer happens ({described}); remove the expectation"
+        report.user_properties.append(("expectation", described))
         return
     if not report.failed:
         return
     failed = dict(report.user_properties).get("failed_requirements", "").split(",")
-    message = _message_of(report)
-    if expectation.explains(failed, message):
+    new = unexplained(expected, failed, _message_of(report))
+    if not new:
         report.outcome = "skipped"
-        report.wasxfail = expectation.describe()
-        report.user_properties.append(("expectation", expectation.describe()))
+        report.wasxfail = described
+        report.user_properties.append(("expectation", described))
     else:
         report.user_properties.append(
-            ("expectation_mismatch", f"expected {expectation.describe()}, but it failed with another cause"))
+            ("expectation_mismatch", f"expected {described}; not explained: {' | '.join(new)}"))
 
 
 def _outcome(report: pytest.TestReport) -> str:

@@ -249,7 +249,8 @@ def test_final_eos_is_not_text(api, target, codec, capabilities, tokenizer_dir, 
     request = chat_request(target.model, tools=[TOOL] if parsed and capabilities.has("tools") else None, **kwargs)
     request = {k: v for k, v in request.items() if v is not None}
     out = api.post_ok(CHAT, chat_derender(target.model, generate_response(choice(ids)), chat_request=request))
-    assert visible_text(out["choices"][0]["message"]).endswith("The answer is 4.")
+    text = visible_text(out["choices"][0]["message"])
+    assert text.endswith("The answer is 4."), f"the final EOS id {eos} shows in the text: {text!r}"
     assert out["usage"]["completion_tokens"] == len(ids), "the EOS token still counts as generated"
 
 

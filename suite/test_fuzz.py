@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from tokenspec.specs.openapi import SPEC_DIR, load_document
-from tokenspec.suite.client import check_schema
+from tokenspec.suite.client import RecordedRequest, check_schema
 from tokenspec.suite.schemas import SchemaViolation
 
 DOCUMENTS = ("render.yaml", "derender.yaml", "generate.yaml", "utilities.yaml")
@@ -77,20 +77,27 @@ def _violates(validator, body: Any) -> bool:
     return next(iter(validator.iter_errors(body)), None) is not None
 
 
-def _send(http: httpx.Client, case, base_url: str) -> httpx.Response:
+def _wire(case, base_url: str) -> RecordedRequest:
+    """The request exactly as it goes on the wire: the body serialised here, once, so the reproduction that
+    is printed is byte for byte what was sent (invalid bytes included, never a sanitised rendering)."""
+    import json
+
     kwargs = case.as_transport_kwargs(base_url=base_url)
-    request: dict[str, Any] = {
-        "method": kwargs["method"],
-        "url": kwargs["url"],
-        "headers": {k: v for k, v in (kwargs.get("headers") or {}).items() if not k.startswith("X-Schemathesis")},
-        "params": kwargs.get("params") or None,
-    }
+    headers = {k.lower(): v for k, v in (kwargs.get("headers") or {}).items() if not k.startswith("X-Schemathesis")}
+    content: bytes | None = None
     if "json" in kwargs:
-        request["json"] = kwargs["json"]
+        content = json.dumps(kwargs["json"]).encode()
+        headers.setdefault("content-type", "application/json")
     elif kwargs.get("data") is not None:
         data = kwargs["data"]
-        request["content"] = data if isinstance(data, bytes) else str(data).encode()
-    return http.request(**request)
+        content = data if isinstance(data, bytes) else str(data).encode()
+    url = str(httpx.URL(kwargs["url"], params=kwargs.get("params") or None))
+    return RecordedRequest(kwargs["method"], url, content, headers.get("content-type"))
+
+
+def _send(http: httpx.Client, wire: RecordedRequest) -> httpx.Response:
+    headers = {"content-type": wire.content_type} if wire.content_type else {}
+    return http.request(wire.method, wire.url, content=wire.body, headers=headers)
 
 
 @pytest.mark.req("ERROR-003", "ERROR-001", "SCHEMA-001", "ERROR-015")
@@ -110,9 +117,9 @@ def test_fuzz_operation(target, capabilities, document, method, path, mode) -> N
     failures: list[str] = []
     sent = 0
 
-    def record(case, problem: str) -> None:
+    def record(wire: RecordedRequest, problem: str) -> None:
         if len(failures) < MAX_REPORTED:
-            failures.append(f"{problem}\n    {case.as_curl_command(base_url=base_url)[:2000]}")
+            failures.append(f"{problem}\n    {wire.curl()[:4000]}")
 
     with httpx.Client(timeout=target.timeout) as http:
 
@@ -131,26 +138,27 @@ def test_fuzz_operation(target, capabilities, document, method, path, mode) -> N
             if case.body is not None and not isinstance(case.body, bytes):
                 case.body = _bounded(path, case.body)
             sent += 1
+            wire = _wire(case, base_url)
             try:
-                resp = _send(http, case, base_url)
+                resp = _send(http, wire)
             except httpx.TimeoutException:
-                record(case, f"no answer within {target.timeout:.0f}s")
+                record(wire, f"no answer within {target.timeout:.0f}s")
                 return
             except httpx.HTTPError as exc:
-                record(case, f"transport error {type(exc).__name__}: {exc}")
+                record(wire, f"transport error {type(exc).__name__}: {exc}")
                 return
             if resp.status_code >= 500:
-                record(case, f"[ERROR-003] answered {resp.status_code}: {resp.text[:300]}")
+                record(wire, f"[ERROR-003] answered {resp.status_code}: {resp.text[:300]}")
                 return
             if mode == "negative" and resp.status_code < 300 and _violates(validator, case.body):
-                problem = next(iter(validator.iter_errors(case.body))).message[:200]
-                record(case, f"[ERROR-015] accepted with {resp.status_code} a body the request schema refuses"
-                             f" ({problem})")
+                error = next(iter(validator.iter_errors(case.body)))
+                record(wire, f"[ERROR-015] accepted with {resp.status_code} a body the request schema refuses:"
+                             f" at {error.json_path}: {error.message[:200]}")
                 return
             try:
                 check_schema(method, path, resp)
             except SchemaViolation as exc:
-                record(case, f"[SCHEMA-001] answered {resp.status_code} outside the spec: {str(exc)[:600]}")
+                record(wire, f"[SCHEMA-001] answered {resp.status_code} outside the spec: {str(exc)[:600]}")
 
         run()
     assert sent, "schemathesis generated no case"

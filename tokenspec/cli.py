@@ -169,6 +169,14 @@ def build_parser() -> argparse.ArgumentParser:
     golden_build.add_argument("--out", help="golden folder (default: the installed golden/)")
     golden_build.set_defaults(handler=_golden_build)
 
+    expectations = sub.add_parser("expectations", help="known-failure files of an implementation")
+    exp_sub = expectations.add_subparsers(dest="action", required=True)
+    exp_draft = exp_sub.add_parser("draft", help="draft an expectations file from a run's report.json")
+    exp_draft.add_argument("report", help="a run's report folder (or its report.json)")
+    exp_draft.add_argument("--implementation", required=True, help="NAME VERSION, e.g. 'vllm 0.32.0'")
+    exp_draft.add_argument("--configuration", default="", help="KEY=VALUE,... (model, parsers, roles)")
+    exp_draft.set_defaults(handler=_expectations_draft)
+
     spec = sub.add_parser("spec", help="the OpenAPI documents and requirement catalogue")
     spec_sub = spec.add_subparsers(dest="action", required=True)
     spec_sub.add_parser("lint", help="check documents, catalogue and cross-references").set_defaults(
@@ -237,6 +245,23 @@ def build_parser() -> argparse.ArgumentParser:
     embedded.add_argument("--seed", type=int, help="hypothesis/schemathesis seed (default: random, printed)")
     embedded.set_defaults(handler=_embedded)
     return parser
+
+
+def _expectations_draft(args: argparse.Namespace) -> int:
+    import json
+
+    from tokenspec.suite.expectations import draft
+
+    path = Path(args.report)
+    path = path / "report.json" if path.is_dir() else path
+    if not path.is_file():
+        raise UsageError(f"no report.json at {args.report}")
+    name, _, version = args.implementation.partition(" ")
+    if not version:
+        raise UsageError("--implementation needs 'NAME VERSION'")
+    config = dict(item.split("=", 1) for item in args.configuration.split(",") if "=" in item)
+    print(draft(json.loads(path.read_text()), {"name": name, "version": version}, config), end="")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
