@@ -44,12 +44,15 @@ def derender_request(caps: Capabilities, model: str, variant: str) -> dict[str, 
     return chat_request(model, [{"role": "user", "content": "Weather in Paris?"}], **fields)
 
 
-def assert_split(api, model: str, caps: Capabilities, ids: list[int], want: Split, variant: str) -> None:
+def assert_split(api, model: str, caps: Capabilities, ids: list[int], want: Split, variant: str,
+                 requirement: str = "DERENDER-001") -> None:
+    """Derender ``ids`` and compare field by field; the message names ``requirement`` for the split and
+    DERENDER-006 for finish_reason."""
     body = chat_derender(model, generate_response(choice(ids)), chat_request=derender_request(caps, model, variant))
     out = api.post_ok(CHAT_DERENDER, body)["choices"][0]
     diffs = want.differences(out["message"], out["finish_reason"])
     parts = [d for d in diffs if not d.startswith("finish_reason")]
     config = f"{caps.parsers.get('reasoning') or 'none'}+{caps.parsers.get('tool') or 'none'}"
-    assert not parts, f"[DERENDER-001] split differs from {config} ({variant}) in specs/parsers.yaml: " + "; ".join(
+    assert not parts, f"[{requirement}] split differs from {config} ({variant}) in specs/parsers.yaml: " + "; ".join(
         parts)
     assert not diffs, f"[DERENDER-006] {'; '.join(diffs)}"

@@ -5,7 +5,7 @@ The file is plain YAML (no condition language)::
     implementation: {name: vllm, version: 0.32.0}
     configuration: {model: tiny, reasoning_parser: qwen3, tool_parser: hermes, roles: render server + engine}
     expectations:
-      - test: test_errors.py::test_oversized_body_refused_from_its_declared_length   # node id or prefix
+      - test: test_errors.py::test_oversized_body_refused_from_its_declared_length   # node id, prefix or glob (*)
         requirement: ERROR-014          # the requirement whose check fails
         pattern: "answered 400"         # a regex the failure message must match
         reason: reads the whole body before refusing it
@@ -41,6 +41,9 @@ class Expectation:
     def matches(self, nodeid: str) -> bool:
         path, sep, rest = nodeid.partition("::")
         local = path.rsplit("/", 1)[-1] + sep + rest  # "suite/test_x.py::t[a/b]" -> "test_x.py::t[a/b]"
+        if "*" in self.test:  # only * is special (brackets are part of parametrised ids)
+            pattern = re.compile(".*".join(re.escape(part) for part in self.test.split("*")) + r"\Z")
+            return bool(pattern.match(local) or pattern.match(nodeid))
         if self.test.endswith(("::", "/")):
             return local.startswith(self.test) or nodeid.startswith(self.test)
         return local == self.test or nodeid == self.test or local.split("[")[0] == self.test
@@ -108,6 +111,7 @@ _TAG = re.compile(r"\[([A-Z]+-\d{3})\] ")
 
 def causes(message: str, failed_requirements: list[str]) -> list[tuple[list[str], str]]:
     """The separate causes of a failure: each ``[AREA-NNN] ...`` segment, or the whole message when untagged."""
+    message = re.split(r"\n\s*assert ", message, maxsplit=1)[0]  # the test's own words, not pytest's repr of them
     tags = list(_TAG.finditer(message))
     if not tags:
         return [(failed_requirements, message)]

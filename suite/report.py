@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tokenspec import __version__
-from tokenspec.suite.results import LEVELS, TestResult, exit_code, is_failure, summarise
+from tokenspec.suite.results import CONTRACT_VERSION, LEVELS, TestResult, exit_code, is_failure, summarise
 
 
 @dataclass(frozen=True)
@@ -25,12 +25,18 @@ class RunInfo:
     seed: int | None
     started_at: str
     duration_s: float
+    #: The expectations file's implementation, version and configuration ("" without one).
+    expectations: str = ""
+    profile: str = ""
 
 
 def report_dict(info: RunInfo, results: list[TestResult], collection_errors: list[str] | None = None,
                 capabilities: dict | None = None) -> dict:
     return {
         "headline": headline(results),
+        "contract": CONTRACT_VERSION,
+        "expectations": info.expectations,
+        "profile": info.profile,
         "capabilities": capabilities,
         "collection_errors": collection_errors or [],
         "tokenspec_version": __version__,
@@ -78,7 +84,9 @@ def summary_markdown(info: RunInfo, results: list[TestResult], capabilities: dic
         "",
         *_not_tested_lines(results, capabilities),
         f"- target: `{info.target}`; engine: `{info.engine}`; reference: `{info.reference}`; model: `{info.model}`",
-        f"- started {info.started_at}, {info.duration_s:.1f} s, seed {info.seed}, tokenspec {__version__}",
+        f"- started {info.started_at}, {info.duration_s:.1f} s, seed {info.seed}, tokenspec {__version__},"
+        f" runner contract {CONTRACT_VERSION}",
+        f"- expectations: {info.expectations or 'none'}; profile: {info.profile or 'none (the probe decided)'}",
         "",
         "| total | " + " | ".join(summary.counts) + " |",
         "|---:|" + "---:|" * len(summary.counts),

@@ -13,6 +13,8 @@ OUTCOMES = ("passed", "failed", "unsupported", "not_tested", "xfailed", "xpassed
 LEVELS = ("MUST", "SHOULD", "MAY")
 UNSUPPORTED_PREFIX = "unsupported: "
 NOT_TESTED_PREFIX = "not tested: "
+#: Version of suite/CONTRACT.md, the interpretation of outcomes this code implements.
+CONTRACT_VERSION = 2
 
 
 @dataclass

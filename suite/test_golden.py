@@ -42,4 +42,5 @@ def test_golden_case(api, target, capabilities, golden) -> None:
     else:
         text = golden["output"] if golden.get("like") else None
         want = configured_split(capabilities, golden.get("shape") or golden["like"], golden["variant"], text)
-        assert_split(api, target.model, capabilities, golden["token_ids"], want, golden["variant"])
+        assert_split(api, target.model, capabilities, golden["token_ids"], want, golden["variant"],
+                     golden["requirements"][0])
