@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenspec.specs.parser_families import Split, expected, shapes
+from tokenspec.specs.parser_families import REASONING_FAMILIES, TOOL_FAMILIES, Split, expected, shapes
 from tokenspec.suite.builders import TOOL, chat_derender, chat_request, choice, generate_response
 from tokenspec.suite.gating import Capabilities, not_tested
 
@@ -19,13 +19,17 @@ CHAT_DERENDER = "/v1/chat/completions/derender"
 def configured_split(caps: Capabilities, shape: str, variant: str, text: str | None = None) -> Split:
     """The specified split of ``shape`` (or of ``text`` split as ``shape`` is) for the target's configuration."""
     reasoning, tool = caps.parsers.get("reasoning"), caps.parsers.get("tool")
-    unknown = [k for k, v in (("reasoning", reasoning), ("tool", tool)) if v == "unknown"]
-    if unknown:
-        not_tested(f"the target's {' and '.join(unknown)} parser is not a family specs/parsers.yaml describes"
-                   " (declare it with --profile)")
-    want = expected(reasoning, tool, shape, variant)
-    if want is None:
+    # An unknown family (a parser acts, but like none the spec describes) is held to what every described family
+    # agrees on for this shape: a derender that moves reasoning into content fails where they all agree.
+    options = [(r, t) for r in (REASONING_FAMILIES if reasoning == "unknown" else (reasoning,))
+               for t in (TOOL_FAMILIES if tool == "unknown" else (tool,))]
+    wants = {expected(r, t, shape, variant) for r, t in options}
+    if None in wants:
         not_tested(f"specs/parsers.yaml has no {shape!r} row for {reasoning or 'none'}+{tool or 'none'}")
+    if len(wants) > 1:
+        not_tested(f"the target's parser is not a family specs/parsers.yaml describes, and the families disagree"
+                   f" on {shape!r} (declare the family with --profile)")
+    (want,) = wants
     if text is None:
         return want
     model = shapes()[shape]

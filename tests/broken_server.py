@@ -187,6 +187,21 @@ def _content_upper(path: str, request: Any, reply: Reply) -> Reply:
     return _edit_json(reply, edit)
 
 
+def _reasoning_into_content(path: str, request: Any, reply: Reply) -> Reply:
+    """The parser splits, then the server forgets the split: reasoning text lands in content."""
+    if path != CHAT_DERENDER or _is_stream(request):
+        return reply
+
+    def edit(out: Any) -> None:
+        for ch in out.get("choices") or []:
+            message = ch.get("message") or {}
+            if message.get("reasoning"):
+                message["content"] = message.pop("reasoning") + (message.get("content") or "")
+                message["reasoning"] = None
+
+    return _edit_json(reply, edit)
+
+
 def _non_negative(ids: Any) -> Any:
     if isinstance(ids, list):
         return [_non_negative(i) for i in ids]
@@ -241,6 +256,8 @@ FAULTS: dict[str, Fault] = {
               on_request=_accept_negative_ids),
         Fault("oversized-500", "ERROR-008", "bodies over 1 MiB are answered 500",
               on_request=_oversized_500),
+        Fault("reasoning-into-content", "DERENDER-001", "chat derender puts the reasoning text into content",
+              on_response=_reasoning_into_content),
         Fault("derender-content-upper", "PARITY-002", "chat derender upper-cases message content",
               on_response=_content_upper),
     ]
@@ -328,8 +345,8 @@ async def _send_reply(send: Callable, reply: Reply, headers: list[tuple[bytes, b
 
 def frontend_config(model_dir: Path, served_model_name: str, **overrides: Any) -> FrontendConfig:
     """The frontend as the suite expects the reference to be configured: hermes tools, qwen3 reasoning."""
-    return FrontendConfig(model_dir, served_model_name, tool_parser="hermes", reasoning_parser="qwen3",
-                          **overrides)
+    return FrontendConfig(model_dir, served_model_name, **{"tool_parser": "hermes", "reasoning_parser": "qwen3",
+                                                           **overrides})
 
 
 @contextmanager

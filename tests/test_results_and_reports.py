@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tokenspec.suite.expectations import Expectation, find
-from tokenspec.suite.report import RunInfo, write_reports
+import pytest
+
+from tokenspec.errors import UsageError
+from tokenspec.suite.expectations import Expectation, causes, find, load_expectations_file, unexplained
+from tokenspec.suite.report import RunInfo, headline, write_reports
 from tokenspec.suite.results import TestResult, exit_code, summarise
 
 
@@ -14,44 +17,89 @@ def result(outcome: str, level: str = "MUST", nodeid: str = "test_x.py::test_a",
     return TestResult(nodeid, ["RENDER-001"], level, outcome, 0.1, **kw)
 
 
+def expectation(test: str, requirement: str = "RENDER-001", pattern: str = "boom") -> Expectation:
+    return Expectation(test, requirement, pattern, "r")
+
+
 def test_exit_code_only_for_unexpected_must_failures() -> None:
     assert exit_code([result("passed"), result("failed", "SHOULD"), result("xfailed")]) == 0
     assert exit_code([result("failed")]) == 1
     assert exit_code([result("error")]) == 1
     assert exit_code([result("xpassed")]) == 1, "a stale expectation must be noticed"
-    assert exit_code([result("unsupported"), result("skipped")]) == 0
+    assert exit_code([result("unsupported"), result("not_tested")]) == 0
 
 
 def test_summary_counts_every_outcome_and_level() -> None:
-    summary = summarise([result("passed"), result("failed", "SHOULD"), result("unsupported"), result("error")])
+    summary = summarise([result("passed"), result("failed", "SHOULD"), result("unsupported"), result("error"),
+                         result("not_tested"), result("xfailed"), result("xfailed", "SHOULD")])
     data = summary.to_dict()
-    assert data["total"] == 4 and data["passed"] == 1 and data["failed"] == 1 and data["errors"] == 1
-    assert data["unsupported"] == 1
-    assert data["by_level"]["MUST"] == {"passed": 1, "failed": 1}
-    assert data["by_level"]["SHOULD"] == {"passed": 0, "failed": 1}
+    assert data["total"] == 7 and data["passed"] == 1 and data["failed"] == 1 and data["errors"] == 1
+    assert data["unsupported"] == 1 and data["not_tested"] == 1 and data["xfailed"] == 2
+    assert data["by_level"]["MUST"] == {"passed": 1, "failed": 1, "known": 1}
+    assert data["by_level"]["SHOULD"] == {"passed": 0, "failed": 1, "known": 1}
 
 
-def test_expectations_match_exact_ids_parametrised_ids_and_prefixes() -> None:
-    exact = Expectation("test_render.py::test_a", "r")
-    prefix = Expectation("test_render.py::", "r")
+def test_headline_never_a_bare_pass_over_known_failures_or_untested_roles() -> None:
+    line = headline([result("passed"), result("xfailed"), result("not_tested"), result("unsupported")])
+    assert line.startswith("PASS") and "known failures 1 MUST" in line
+    assert "1 not tested" in line and "1 unsupported" in line
+
+
+def test_expectations_match_exact_ids_parametrised_ids_prefixes_and_globs() -> None:
+    exact = expectation("test_render.py::test_a")
+    prefix = expectation("test_render.py::")
+    glob = expectation("test_render.py::test_a[*-x]")
     assert exact.matches("test_render.py::test_a") and exact.matches("test_render.py::test_a[x-1]")
     assert not exact.matches("test_render.py::test_ab")
     assert prefix.matches("test_render.py::test_zzz")
-    assert find([exact], "test_derender.py::test_a") is None
+    assert find([exact], "test_derender.py::test_a") == []
     assert exact.matches("suite/test_render.py::test_a[path-/v1/x]"), "parameters may contain slashes"
+    assert glob.matches("test_render.py::test_a[p-x]") and not glob.matches("test_render.py::test_a[p-y]")
+    assert find([exact], "test_render.py::test_a", ["DERENDER-001"]) == [], "the requirement must be cited"
+
+
+def test_a_failure_with_a_new_cause_is_not_the_known_one() -> None:
+    known = [expectation("t", "ERROR-001", "'error' is a required property")]
+    message = "AssertionError: 2 cases:\n  [ERROR-001] 400 outside the spec: 'error' is a required property\n"
+    assert unexplained(known, ["ERROR-001"], message) == []
+    new = message + "  [ERROR-003] answered 500: boom\n"
+    assert unexplained(known, ["ERROR-001", "ERROR-003"], new) == ["[ERROR-003] answered 500: boom"]
+    assert unexplained(known, ["RENDER-001"], "AssertionError: something else") != [], "same test, other cause"
+    assert causes("AssertionError: [A-001] x\nassert [B-002] in repr", []) == [(["A-001"], "[A-001] x")], \
+        "pytest's repr of the operands is not a cause"
+
+
+def test_expectations_file_names_its_implementation_and_configuration(tmp_path: Path) -> None:
+    path = tmp_path / "e.yaml"
+    path.write_text("implementation: {name: x, version: '1'}\nconfiguration: {model: m}\nexpectations:\n"
+                    "  - {test: t.py::a, requirement: RENDER-001, pattern: boom, reason: why}\n")
+    assert load_expectations_file(path).header() == "x 1 (model=m)"
+    path.write_text("expectations:\n  - {test: t.py::a, reason: why}\n")
+    with pytest.raises(UsageError, match="implementation"):
+        load_expectations_file(path)
+    path.write_text("implementation: {name: x, version: '1'}\nconfiguration: {}\nexpectations:\n"
+                    "  - {test: t.py::a, reason: why}\n")
+    with pytest.raises(UsageError, match="requirement, pattern"):
+        load_expectations_file(path)
 
 
 def test_reports_have_the_documented_shape(tmp_path: Path) -> None:
     info = RunInfo("http://t", None, None, "m", 1, "2026-01-01T00:00:00+00:00", 1.5)
-    failing = result("failed", message="boom", reproduce="curl -X POST http://t/x")
-    write_reports(tmp_path, info, [result("passed", nodeid="test_x.py::test_b"), failing])
+    failing = result("failed", message="boom", reproduce="curl -X POST http://t/x", failed_requirements=["RENDER-001"])
+    untested = result("not_tested", nodeid="test_x.py::test_c", message="not tested: generate: not hosted")
+    caps = {"parsers": {"reasoning": "qwen3", "tool": None},
+            "decisions": [{"feature": "generate", "status": "not-tested", "source": "probe", "evidence": "404"}]}
+    write_reports(tmp_path, info, [result("passed", nodeid="test_x.py::test_b"), failing, untested], None, caps)
     report = json.loads((tmp_path / "report.json").read_text())
     assert set(report) >= {"tokenspec_version", "target", "engine", "reference", "model", "started_at", "duration_s",
-                           "summary", "tests"}
-    assert set(report["summary"]) >= {"total", "passed", "failed", "skipped", "unsupported", "xfailed", "xpassed",
-                                      "errors", "by_level"}
+                           "summary", "tests", "headline", "capabilities", "contract", "expectations", "profile"}
+    assert set(report["summary"]) >= {"total", "passed", "failed", "not_tested", "unsupported", "xfailed",
+                                      "xpassed", "errors", "by_level"}
     assert set(report["tests"][0]) == {"nodeid", "requirement_ids", "level", "outcome", "duration_s", "message",
-                                       "reproduce"}
+                                       "reproduce", "failed_requirements", "expectation"}
     summary = (tmp_path / "summary.md").read_text()
-    assert "FAIL" in summary and "RENDER-001" in summary and "curl -X POST http://t/x" in summary
+    assert summary.splitlines()[0].startswith("# tokenspec conformance report: FAIL")
+    assert "RENDER-001" in summary and "curl -X POST http://t/x" in summary
+    assert "1 test(s) not tested: generate: not hosted" in summary, "the headline names what was not tested"
+    assert "| generate | not-tested | probe | 404 |" in summary, "every capability decision with its evidence"
     assert "Requirements without a test in this run" in summary

@@ -61,9 +61,28 @@ def test_missing_expectations_file_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="not found"):
         load_expectations(tmp_path / "nope.yaml")
     bad = tmp_path / "bad.yaml"
-    bad.write_text("expectations:\n  - test: x\n")
-    with pytest.raises(UsageError, match="needs `test` and `reason`"):
+    bad.write_text("implementation: {name: x, version: '1'}\nconfiguration: {}\nexpectations:\n  - test: x\n")
+    with pytest.raises(UsageError, match="needs requirement, pattern, reason"):
         load_expectations(bad)
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("features: {tools: yes-please}", "features/tools: 'yes-please' is not of type 'boolean'"),
+    ("features: {teleport: true}", "'teleport' is not one of"),
+    ("parsers: {reasoning: qwen9}", "parsers/reasoning: 'qwen9' is not one of"),
+    ("limits: [1]", "limits: [1] is not of type 'object'"),
+    ("a: [", "is not valid YAML"),
+])
+def test_a_bad_profile_is_a_one_line_usage_error(tmp_path: Path, text: str, says: str) -> None:
+    from tokenspec.suite.profile import load_profile
+
+    path = tmp_path / "profile.yaml"
+    path.write_text(text)
+    with pytest.raises(UsageError) as err:
+        load_profile(path)
+    assert says in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(UsageError, match="profile not found"):
+        load_profile(tmp_path / "nope.yaml")
 
 
 def test_normalise_url_strips_the_trailing_slash() -> None:

@@ -34,7 +34,9 @@ def _usage(prompt: int, completion: int) -> dict[str, Any]:
 def new_stream_state() -> dict[str, Any]:
     return {"prev_tokens": [], "prefix_offset": 0, "read_offset": 0, "role_sent": False,
             "logprob_context_token_ids": [], "logprob_text_offset": 0, "output_token_ids": [],
-            "output_chunk_lens": [], "tools_streamed": False, "last_tool_call_ids": [], "held_text": ""}
+            "output_chunk_lens": [], "tools_streamed": False, "last_tool_call_ids": [], "held_text": "",
+            # The plain path keeps no id history; this count still bounds prompt + output (STREAM-012).
+            "output_token_count": 0}
 
 
 def _chunk_usage(chunk: dict[str, Any], prompt_tokens: int | None) -> dict[str, Any] | None:
@@ -231,6 +233,7 @@ class Derenderer:
                 delta = {"role": None if state["role_sent"] else "assistant", "content": text or None,
                          "reasoning": None}
                 state["role_sent"] = True
+                state["output_token_count"] = int(state.get("output_token_count") or 0) + len(ids)
                 state["logprob_context_token_ids"] = (state["logprob_context_token_ids"] + ids)[-CONTEXT_WINDOW:]
                 choices.append({"index": choice["index"], "delta": delta, "logprobs": resolved,
                                 "finish_reason": choice.get("finish_reason"),

@@ -58,7 +58,8 @@ def check_chat_stream(config: FrontendConfig, body: dict[str, Any]) -> None:
     if len(choices) > 1:
         raise bad_request(f"derender_chat_stream expects at most one choice per chunk (got {len(choices)}).")
     prompt_len = len(body.get("prompt_token_ids") or [])
-    prior = len((body.get("stream_state") or {}).get("output_token_ids") or [])
+    state = body.get("stream_state") or {}
+    prior = len(state.get("output_token_ids") or []) or int(state.get("output_token_count") or 0)
     delta = sum(len(c.get("token_ids") or []) for c in choices)
     if prompt_len + prior + delta > config.max_model_len:
         raise bad_request(f"prompt_token_ids length ({prompt_len}) plus output_token_ids length ({prior}) "

@@ -1,0 +1,129 @@
+"""TEST DOUBLES: scripted servers the project's own tests point the suite at. Not for real use.
+
+- ``padded_engine``: a generate endpoint on a model whose embedding has more rows (``vocab_size``) than the
+  tokenizer has ids, as real models do (Qwen3: 151936 rows, 151669 ids). It samples padding ids too and
+  refuses only ids at or past ``vocab_size``, which is what a correct engine does.
+- ``forcing_ignoring_reference``: a coupled ``/v1/chat/completions`` that ignores ``structured_outputs`` and
+  answers a run of newlines, as an engine without structured-outputs support would.
+
+Both answer the spec's shapes so that only the behaviour under test differs from a real server.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+
+def _error(message: str, status: int = 400, param: str | None = None) -> JSONResponse:
+    kind = "BadRequestError" if status == 400 else "NotFoundError"
+    return JSONResponse({"error": {"message": message, "type": kind, "param": param, "code": status}}, status)
+
+
+def _common(model: str) -> list[Route]:
+    async def health(_: Request) -> JSONResponse:
+        return JSONResponse({})
+
+    async def models(_: Request) -> JSONResponse:
+        card = {"id": model, "object": "model", "created": 0, "owned_by": "test-double", "max_model_len": 2048}
+        return JSONResponse({"object": "list", "data": [card]})
+
+    return [Route("/health", health), Route("/v1/models", models)]
+
+
+def padded_engine(model: str, vocab_size: int, tokenizer_size: int) -> Starlette:
+    rng = random.Random(0)
+
+    async def generate(request: Request) -> JSONResponse:
+        body = await request.json()
+        ids = body.get("token_ids")
+        if not isinstance(ids, list) or not ids or not all(isinstance(i, int) for i in ids):
+            return _error("token_ids must be a non-empty list of ints", param="token_ids")
+        if bad := [i for i in ids if not 0 <= i < vocab_size]:
+            return _error(f"Token id {bad[0]} is out of vocabulary (vocab_size {vocab_size})", param="token_ids")
+        params = body.get("sampling_params") or {}
+        n, max_tokens = int(params.get("n", 1)), int(params.get("max_tokens") or 16)
+        choices = []
+        for index in range(n):
+            # Padding ids (tokenizer_size .. vocab_size-1) are sampled too, as random weights do.
+            out = [rng.randrange(tokenizer_size, vocab_size)] + [rng.randrange(vocab_size)
+                                                                 for _ in range(max_tokens - 1)]
+            choices.append({"index": index, "token_ids": out, "finish_reason": "length", "stop_reason": None})
+        completion = sum(len(c["token_ids"]) for c in choices)
+        usage = {"prompt_tokens": len(ids), "completion_tokens": completion, "total_tokens": len(ids) + completion}
+        return JSONResponse({"request_id": body.get("request_id") or "double", "choices": choices, "usage": usage})
+
+    return Starlette(routes=[*_common(model), Route("/inference/v1/generate", generate, methods=["POST"])])
+
+
+def forcing_ignoring_reference(model: str, frontend_url: str, newline_id: int) -> Starlette:
+    async def chat(request: Request) -> JSONResponse:
+        body = await request.json()
+        rendered = httpx.post(f"{frontend_url}/v1/chat/completions/render", json=body, timeout=30).json()
+        prompt = rendered["token_ids"]
+        out = [newline_id] * int(body.get("max_tokens") or 16)
+        message = {"role": "assistant", "content": "\n" * len(out), "reasoning": None, "tool_calls": []}
+        choice = {"index": 0, "message": message, "finish_reason": "length", "stop_reason": None,
+                  "logprobs": None, "token_ids": out}
+        usage = {"prompt_tokens": len(prompt), "completion_tokens": len(out), "total_tokens": len(prompt) + len(out)}
+        return JSONResponse({"id": "chatcmpl-double", "object": "chat.completion", "created": 0, "model": model,
+                             "choices": [choice], "usage": usage, "prompt_token_ids": prompt})
+
+    return Starlette(routes=[*_common(model), Route("/v1/chat/completions", chat, methods=["POST"])])
+
+
+def padded_copy(model_dir: Path, dest: Path, rows: int) -> Path:
+    """The model folder with config.json's vocab_size raised to ``rows`` (the tokenizer is unchanged)."""
+    import json
+
+    shutil.copytree(model_dir, dest)
+    config = json.loads((dest / "config.json").read_text())
+    config["vocab_size"] = rows
+    (dest / "config.json").write_text(json.dumps(config))
+    return dest
+
+
+LLAMA3_NAMES = {"<|im_start|>": "<|start_header_id|>", "<|im_end|>": "<|eot_id|>",
+                "<|endoftext|>": "<|end_of_text|>"}
+LLAMA3_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "<|start_header_id|>{{ message['role'] }}<|end_header|>\n\n"
+    "{%- if message['content'] is string -%}{{ message['content'] }}"
+    "{%- else -%}{%- for part in message['content'] -%}{{ part['text'] }}{%- endfor -%}{%- endif -%}"
+    "<|eot_id|>"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<|start_header_id|>assistant<|end_header|>\n\n{%- endif -%}"
+)
+
+
+def llama3_style_copy(model_dir: Path, dest: Path) -> Path:
+    """The model folder with Llama-3 special-token names and markup (no <|im_end|>, <|im_start|>, </s>)."""
+    import json
+
+    shutil.copytree(model_dir, dest)
+    text = (dest / "tokenizer.json").read_text()
+    for old, new in LLAMA3_NAMES.items():
+        text = text.replace(json.dumps(old)[1:-1], json.dumps(new)[1:-1])
+    (dest / "tokenizer.json").write_text(text)
+    config: dict[str, Any] = json.loads((dest / "tokenizer_config.json").read_text())
+    text = json.dumps(config)
+    for old, new in LLAMA3_NAMES.items():
+        text = text.replace(json.dumps(old)[1:-1], json.dumps(new)[1:-1])
+    config = json.loads(text)
+    config["chat_template"] = LLAMA3_TEMPLATE
+    (dest / "tokenizer_config.json").write_text(json.dumps(config))
+    special = dest / "special_tokens_map.json"
+    if special.exists():
+        text = special.read_text()
+        for old, new in LLAMA3_NAMES.items():
+            text = text.replace(old, new)
+        special.write_text(text)
+    return dest
