@@ -111,11 +111,13 @@ class Capabilities:
                 pytest.skip(prefix + reason)
 
     def require_fields(self, *names: str) -> None:
-        """Skip as unsupported a test that sends an optional request field the profile does not declare."""
+        """Skip as unsupported a test that needs an optional request field the target does not honour (its
+        profile's list, else its own /openapi.json request schemas)."""
         missing = [n for n in names if self.fields is not None and n not in self.fields]
         if missing:
-            pytest.skip(f"{UNSUPPORTED_PREFIX}the profile does not declare optional request field(s) "
-                        f"{', '.join(missing)}")
+            evidence = [self.decisions[f"request-field:{n}"].evidence if f"request-field:{n}" in self.decisions
+                        else f"the profile does not list {n}" for n in missing]
+            pytest.skip(f"{UNSUPPORTED_PREFIX}optional request field(s) not honoured: {'; '.join(evidence)}")
 
     def require_route(self, base: str, method: str, path: str, body: Any) -> None:
         """The route gate of the HTTP client: a request to a route the probe found missing never runs."""

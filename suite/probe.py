@@ -101,6 +101,7 @@ def probe(target: Target, codec: Codec, profile: Profile | None = None) -> Capab
         _probe_parsers(c, caps, target, codec)
         _probe_generate(c, caps, target)
         _probe_token_native(c, caps, target)
+        _probe_fields(c, caps, target)
     if profile is not None:
         profile.apply(caps)
     return caps
@@ -312,6 +313,68 @@ def _choice(answer: Answer) -> dict:
         return answer.body["choices"][0]
     except (TypeError, KeyError, IndexError):
         return {}
+
+
+#: Optional request fields tests send, and the route whose request schema declares them.
+OPTIONAL_FIELDS: dict[str, str] = {
+    "prompt_token_ids": CHAT_DERENDER,
+    "return_token_ids": CHAT_RENDER,
+    "structured_outputs": CHAT_RENDER,
+    "chat_template_kwargs": CHAT_RENDER,
+    "skip_special_tokens": CHAT_RENDER,
+    "include_stop_str_in_output": CHAT_RENDER,
+    "top_k": CHAT_RENDER,
+    "min_p": CHAT_RENDER,
+    "repetition_penalty": CHAT_RENDER,
+    "thinking_token_budget": CHAT_RENDER,
+}
+
+
+def _probe_fields(c: httpx.Client, caps: Capabilities, target: Target) -> None:
+    """Which optional request fields the target honours, from the request schemas of its own /openapi.json.
+
+    A server that publishes no OpenAPI document is assumed to honour them all (the tests then say)."""
+    try:
+        document = c.get(f"{target.url}/openapi.json").json()
+        paths = document["paths"]
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        return
+    honoured: set[str] = set()
+    for name, route in OPTIONAL_FIELDS.items():
+        properties = _request_properties(document, paths.get(route, {}).get("post", {}))
+        if properties is None or name in properties:
+            honoured.add(name)
+        else:
+            caps.decide(f"request-field:{name}", "unsupported", "probe",
+                        f"the target's /openapi.json request schema of POST {route} has no {name}")
+    caps.fields = honoured
+
+
+def _request_properties(document: dict, operation: dict) -> set[str] | None:
+    """Property names of an operation's JSON request body, over anyOf/oneOf/allOf variants (None: unknown)."""
+    try:
+        schema = operation["requestBody"]["content"]["application/json"]["schema"]
+    except (KeyError, TypeError):
+        return None
+    names: set[str] = set()
+    stack, seen = [schema], 0
+    while stack and seen < 50:
+        node, seen = stack.pop(), seen + 1
+        if not isinstance(node, dict):
+            continue
+        if "$ref" in node:
+            node = _resolve(document, node["$ref"])
+        names |= set((node or {}).get("properties") or {})
+        for key in ("anyOf", "oneOf", "allOf"):
+            stack += list((node or {}).get(key) or [])
+    return names or None
+
+
+def _resolve(document: dict, ref: str) -> dict | None:
+    node: Any = document
+    for part in ref.removeprefix("#/").split("/"):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node if isinstance(node, dict) else None
 
 
 def _probe_token_native(c: httpx.Client, caps: Capabilities, target: Target) -> None:

@@ -100,7 +100,8 @@ def test_token_ids_longer_than_context_rejected(api, target, max_model_len) -> N
 
 
 @pytest.mark.req("DERENDER-009")
-def test_prompt_token_ids_longer_than_context_rejected(api, target, codec, max_model_len) -> None:
+def test_prompt_token_ids_longer_than_context_rejected(api, target, codec, capabilities, max_model_len) -> None:
+    capabilities.require_fields("prompt_token_ids")
     body = chat_derender(target.model, generate_response(choice(codec.encode("x"))))
     body["prompt_token_ids"] = [5] * (max_model_len + 1)
     resp = api.post(CHAT, body)
@@ -133,7 +134,9 @@ def test_empty_choice_rejected(api, target, token_ids) -> None:
 
 @pytest.mark.req("DERENDER-013")
 @pytest.mark.parametrize("where", ["token_ids", "prompt_token_ids"])
-def test_negative_ids_rejected(api, target, where) -> None:
+def test_negative_ids_rejected(api, target, capabilities, where) -> None:
+    if where == "prompt_token_ids":
+        capabilities.require_fields("prompt_token_ids")
     body = chat_derender(target.model, generate_response(choice([5, -3, 7] if where == "token_ids" else [5])))
     if where == "prompt_token_ids":
         body["prompt_token_ids"] = [1, -1]
@@ -156,7 +159,9 @@ def test_empty_generate_responses_rejected(api, target) -> None:
 
 @pytest.mark.req("DERENDER-016")
 @pytest.mark.parametrize("field", ["prompt_tokens", "prompt_token_ids"])
-def test_completions_length_mismatch_rejected(api, target, codec, field) -> None:
+def test_completions_length_mismatch_rejected(api, target, codec, capabilities, field) -> None:
+    if field == "prompt_token_ids":
+        capabilities.require_fields("prompt_token_ids")
     body = completions_derender(target.model, [generate_response(choice(codec.encode("x")))])
     body[field] = [3, 4] if field == "prompt_tokens" else [[1], [2]]
     resp = api.post(COMPLETIONS, body)
@@ -186,7 +191,8 @@ def test_text_output_mode_response_rejected(api, target, codec) -> None:
 
 @pytest.mark.req("DERENDER-020")
 @pytest.mark.parametrize("flag", [True, False])
-def test_token_ids_echoed_only_on_request(api, target, codec, flag) -> None:
+def test_token_ids_echoed_only_on_request(api, target, codec, capabilities, flag) -> None:
+    capabilities.require_fields("return_token_ids")
     ids = codec.encode("Hi")
     request = chat_request(target.model, return_token_ids=flag, chat_template_kwargs={"enable_thinking": False})
     out = api.post_ok(CHAT, chat_derender(target.model, generate_response(choice(ids)), chat_request=request))

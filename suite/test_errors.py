@@ -195,8 +195,7 @@ def test_error_param_names_the_offending_field(request, target, codec, case) -> 
 
 @pytest.mark.req("ERROR-012")
 def test_bound_violation_message_states_limit_and_value(api, target, codec, max_model_len) -> None:
-    body = chat_derender(target.model, generate_response(choice(codec.encode("x"))))
-    body["prompt_token_ids"] = [5] * (max_model_len + 1)
+    body = chat_derender(target.model, generate_response(choice([5] * (max_model_len + 1))))
     resp = api.post("/v1/chat/completions/derender", body)
     assert resp.status_code == 400, resp.text[:300]
     message = resp.json()["error"]["message"]
