@@ -5,6 +5,7 @@ serve endpoint's answer to the same request.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from tokenspec.suite.client import SuiteClient
@@ -19,7 +20,20 @@ def engine_finish_reason(reason: str | None) -> str | None:
     return "stop" if reason == "tool_calls" else reason
 
 
-def chat_pipeline(api: SuiteClient, engine: SuiteClient, model: str, request: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class PipelineRun:
+    """The derendered answer and the engine's own answer it came from (the generated ids live there: whether a
+    derender echoes them is DERENDER-020's business, not the pipeline's)."""
+
+    answer: dict[str, Any]
+    generated: dict[str, Any]
+
+    @property
+    def generated_ids(self) -> dict[int, list[int]]:
+        return {c["index"]: c.get("token_ids") or [] for c in self.generated.get("choices") or []}
+
+
+def chat_pipeline(api: SuiteClient, engine: SuiteClient, model: str, request: dict[str, Any]) -> PipelineRun:
     rendered = api.post_ok(CHAT_RENDER, request)
     generated = engine.post_ok(GENERATE, rendered)
     body = {
@@ -29,7 +43,7 @@ def chat_pipeline(api: SuiteClient, engine: SuiteClient, model: str, request: di
         "prompt_token_ids": rendered["token_ids"],
         "chat_request": request,
     }
-    return api.post_ok(CHAT_DERENDER, body)
+    return PipelineRun(api.post_ok(CHAT_DERENDER, body), generated)
 
 
 def derender_coupled_ids(api: SuiteClient, model: str, request: dict[str, Any], coupled: dict[str, Any]

@@ -211,6 +211,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         )
         report.user_properties.append(("vacuous", "1"))
     ids = [i for m in item.iter_markers("req") for i in m.args]
+    group = call.excinfo.value if call.excinfo is not None else None
+    if report.failed and isinstance(group, BaseExceptionGroup):
+        # Hypothesis found several distinct failures: each one's own message, not just "2 sub-exceptions".
+        report.user_properties.append(("message", "\n".join(
+            f"failure {i + 1} of {len(group.exceptions)}: {type(e).__name__}: {str(e)[:1500]}"
+            for i, e in enumerate(group.exceptions))))
     if report.failed:
         named = [i for i in _REQ_ID.findall(_message_of(report)) if i in ids]
         report.user_properties.append(("failed_requirements", ",".join(dict.fromkeys(named or ids))))
@@ -281,6 +287,8 @@ def _message(report: pytest.TestReport) -> str:
 
 
 def _message_of(report: pytest.TestReport) -> str:
+    if message := dict(report.user_properties).get("message"):
+        return str(message)
     if isinstance(report.longrepr, tuple):
         return str(report.longrepr[2]).removeprefix("Skipped: ")
     if report.longrepr is None:

@@ -115,9 +115,10 @@ def test_forced_markup_parity(request, api, reference, target, capabilities, cod
                    f" it emitted {emitted[:80]!r}")
     if mode == "pipeline":
         engine = request.getfixturevalue("engine")
-        ours = chat_pipeline(api, engine, target.model, request_body)
-        assert ours["choices"][0].get("token_ids") == coupled["choices"][0]["token_ids"], \
+        run = chat_pipeline(api, engine, target.model, request_body)
+        assert run.generated_ids.get(0) == coupled["choices"][0]["token_ids"], \
             "the pipeline generated other ids than the reference for the same forced request"
+        ours = run.answer
         _assert_no_diffs(compare_chat(coupled, ours, ignore_texts=_specials(codec, request_body)),
                          "the pipeline's answer to the forced request")
     elif mode == "stream":
@@ -175,10 +176,10 @@ def sampling(draw: st.DrawFn) -> dict:
 def test_end_to_end_parity(api, engine, reference, target, capabilities, codec, body, fields) -> None:
     request = _request(target.model, body, capabilities, return_token_ids=True, **fields)
     coupled = reference.post_ok(COUPLED_CHAT, request)
-    ours = chat_pipeline(api, engine, target.model, request)
+    run = chat_pipeline(api, engine, target.model, request)
+    ours = run.answer
     theirs_ids = {c["index"]: c["token_ids"] for c in coupled["choices"]}
-    our_ids = {c["index"]: c.get("token_ids") for c in ours["choices"]}
-    assert our_ids == theirs_ids, "the pipeline generated different token IDs than the reference"
+    assert run.generated_ids == theirs_ids, "the pipeline generated different token IDs than the reference"
     _assert_no_diffs(compare_chat(coupled, ours, ignore_texts=_specials(codec, request)), "the pipeline's answer")
 
 
@@ -188,7 +189,7 @@ def test_logprobs_parity(api, engine, reference, target, capabilities, body, top
     request = _request(target.model, body, capabilities, max_tokens=max_tokens, temperature=0, logprobs=True,
                        top_logprobs=top)
     coupled = reference.post_ok(COUPLED_CHAT, request)
-    ours = chat_pipeline(api, engine, target.model, request)
+    ours = chat_pipeline(api, engine, target.model, request).answer
     _assert_no_diffs(
         compare_logprobs(coupled["choices"][0]["logprobs"]["content"], ours["choices"][0]["logprobs"]["content"]),
         "derendered logprobs",
