@@ -52,7 +52,7 @@ def test_several_choices_are_indexed_once_each(engine, capabilities, prompt) -> 
     assert out["usage"]["completion_tokens"] == sum(len(ch["token_ids"]) for ch in out["choices"])
 
 
-@pytest.mark.req("GENERATE-002", "GENERATE-003", "GENERATE-006", "GENERATE-007", "SCHEMA-007")
+@pytest.mark.req("GENERATE-002", "GENERATE-003", "GENERATE-006", "GENERATE-007", "SCHEMA-007", "GENERATE-021")
 @given(data=st.data())
 def test_sampled_ids_and_usage(engine, codec, data) -> None:
     prompt = data.draw(strategies.token_ids(codec.known_ids, 1, 40))
@@ -94,7 +94,7 @@ def test_stop_token_id_ends_the_choice(engine, prompt) -> None:
     assert ch["token_ids"] == free[:end], "greedy generation must stop at the first occurrence of the stop token"
 
 
-@pytest.mark.req("GENERATE-008", "ERROR-001")
+@pytest.mark.req("GENERATE-008", "ERROR-001", "GENERATE-021")
 @pytest.mark.parametrize("kind", ["empty", "negative", "out-of-vocabulary"])
 def test_bad_prompt_ids_rejected(engine, codec, kind) -> None:
     token_ids = {"empty": [], "negative": [5, -1, 7], "out-of-vocabulary": [5, codec.vocab_size + 5]}[kind]

@@ -13,6 +13,8 @@ from pathlib import Path
 from tokenspec.harness.reference import ReferenceServer, default_model
 from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME
 
+PROFILE = Path(__file__).resolve().parent.parent / "reports" / "profiles" / "reference-server.yaml"
+
 
 def run_embedded(args: argparse.Namespace) -> int:
     from tokenspec.cli import build_parser
@@ -33,5 +35,7 @@ def run_embedded(args: argparse.Namespace) -> int:
             "-n", str(args.workers),
             "--max-examples", str(args.max_examples),
             *(["--seed", str(args.seed)] if args.seed is not None else []),
+            # What the reference server declares (from a source checkout); PROFILE-001 checks each claim.
+            *(["--profile", str(PROFILE)] if PROFILE.is_file() else []),
         ])
         return run_from_args(run_args)

@@ -3,9 +3,9 @@
 Order for every POST: body size (413, before parsing; Content-Length is checked first and the bytes are
 counted while reading), content type (400 "Unsupported Media Type", as vLLM answers, not 415), JSON (400),
 shape (400 "Bad Request": vLLM's pydantic shapes, then the spec's own request schema, so the frontend refuses
-everything the spec it is judged by refuses), model (404), then the endpoint's own checks. Any unexpected exception while
-handling a request becomes a 400 error object: every failure here is caused by the input, and a client
-must never see a traceback.
+everything the spec it is judged by refuses), model (404), then the endpoint's own checks. Any unexpected
+exception while handling a request becomes a 400 error object: every failure here is caused by the input,
+and a client must never see a traceback.
 """
 
 from __future__ import annotations
