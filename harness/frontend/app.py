@@ -2,8 +2,8 @@
 
 Order for every POST: body size (413, before parsing; Content-Length is checked first and the bytes are
 counted while reading), content type (400 "Unsupported Media Type", as vLLM answers, not 415), JSON (400),
-shape (400 "Bad Request": vLLM's pydantic shapes, then the spec's own request schema, so the frontend refuses
-everything the spec it is judged by refuses), model (404), then the endpoint's own checks. Any unexpected
+shape (400 "Bad Request", vLLM's pydantic shapes), model (404), then the endpoint's own checks, and last the
+spec's own request schema (so the frontend refuses everything the spec it is judged by refuses). Any unexpected
 exception while handling a request becomes a 400 error object: every failure here is caused by the input,
 and a client must never see a traceback.
 """
@@ -59,8 +59,11 @@ class Frontend:
                 body = await read_json(request, self.config.max_body_bytes)
                 if schema is not None:
                     schemas.check_shape(body, schema)
+                answer = handler(body, request)
+                # The endpoint's own checks answered first (with vLLM's messages); what they let through must
+                # still fit the spec's request schema, or it is refused, never answered 200.
                 schemas.check_spec(request.url.path, body)
-                return JSONResponse(handler(body, request))
+                return JSONResponse(answer)
             except ApiError as err:
                 return err.response()
             except ChatTemplateError as exc:
