@@ -153,3 +153,33 @@ def draft(report: dict[str, Any], implementation: dict[str, str], configuration:
         })
     doc = {"implementation": implementation, "configuration": configuration, "expectations": entries}
     return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=120)
+
+
+def with_evidence(path: str | Path, reports: list[dict[str, Any]]) -> str:
+    """The expectations file rewritten with, for every entry, the request and the answer of one run where it
+    explained a failure (``evidence``); entries no report exercised keep what they had. The header comment
+    block is kept; entries come out in block style."""
+    path = Path(path)
+    source = path.read_text()
+    lines = source.splitlines()
+    header = "".join(line + "\n" for line in lines[: next((i for i, ln in enumerate(lines)
+                                                          if not ln.startswith("#")), len(lines))])
+    data = yaml.safe_load(source)
+    parsed = load_expectations_file(path).entries
+    for raw, entry in zip(data["expectations"], parsed, strict=True):
+        for report in reports:
+            hit = next((t for t in report["tests"] if t["outcome"] == "xfailed" and entry.matches(t["nodeid"])
+                        and entry.requirement in (t.get("failed_requirements") or [])
+                        and not unexplained([entry], t["failed_requirements"], _observed(t["message"]))), None)
+            if hit is not None:
+                raw["evidence"] = {"run": f"{report.get('target')} seed {report.get('seed')}", "test": hit["nodeid"],
+                                   "request": hit.get("reproduce", "")[:1500],
+                                   "answer": _observed(hit["message"])[:1500]}
+                break
+    body = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=118)
+    return header + body
+
+
+def _observed(message: str) -> str:
+    """The failure as the target produced it, without the known-failure preamble the report adds."""
+    return message.split("; observed: ", 1)[-1]

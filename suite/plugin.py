@@ -277,7 +277,7 @@ def _outcome(report: pytest.TestReport) -> str:
 def _message(report: pytest.TestReport) -> str:
     props = dict(report.user_properties)
     if getattr(report, "wasxfail", None) and report.skipped:
-        observed = _message_of(report).splitlines()[0][:300] if report.longrepr else ""
+        observed = _message_of(report)[:3000] if report.longrepr else ""
         return f"known failure ({report.wasxfail}); observed: {observed}"
     if "expectation_mismatch" in props:
         return f"NEW CAUSE: {props['expectation_mismatch']}:\n{_message_of(report)}"
@@ -330,7 +330,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             outcome=outcome,
             duration_s=round(report.duration, 4),
             message=_message(report) if outcome != "passed" else "",
-            reproduce=props.get("reproduce", "") if outcome in ("failed", "error") else "",
+            reproduce=props.get("reproduce", "") if outcome in ("failed", "error", "xfailed") else "",
             failed_requirements=failed_reqs,
             expectation=props.get("expectation", ""),
         )

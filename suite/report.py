@@ -63,7 +63,8 @@ def write_reports(out: Path, info: RunInfo, results: list[TestResult], collectio
 def headline(results: list[TestResult]) -> str:
     """The verdict in one line: never a bare PASS over known failures or over what was not tested."""
     summary = summarise(results)
-    verdict = "FAIL" if exit_code(results) else "PASS"
+    known_any = any(summary.by_level[lvl]["known"] for lvl in LEVELS)
+    verdict = "FAIL" if exit_code(results) else "PASS WITH KNOWN FAILURES" if known_any else "PASS"
     failed = ", ".join(f"{summary.by_level[lvl]['failed']} {lvl}" for lvl in LEVELS)
     known = ", ".join(f"{summary.by_level[lvl]['known']} {lvl}" for lvl in LEVELS)
     return (f"{verdict}: {summary.counts['passed']} passed; unexpected failures {failed}; known failures {known};"

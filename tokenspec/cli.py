@@ -176,6 +176,10 @@ def build_parser() -> argparse.ArgumentParser:
     exp_draft.add_argument("--implementation", required=True, help="NAME VERSION, e.g. 'vllm 0.32.0'")
     exp_draft.add_argument("--configuration", default="", help="KEY=VALUE,... (model, parsers, roles)")
     exp_draft.set_defaults(handler=_expectations_draft)
+    exp_evidence = exp_sub.add_parser("evidence", help="record, per entry, the request and answer of a run")
+    exp_evidence.add_argument("file", help="the expectations file (rewritten in place)")
+    exp_evidence.add_argument("reports", nargs="+", help="report folders of runs made with this file")
+    exp_evidence.set_defaults(handler=_expectations_evidence)
 
     spec = sub.add_parser("spec", help="the OpenAPI documents and requirement catalogue")
     spec_sub = spec.add_subparsers(dest="action", required=True)
@@ -261,6 +265,22 @@ def _expectations_draft(args: argparse.Namespace) -> int:
         raise UsageError("--implementation needs 'NAME VERSION'")
     config = dict(item.split("=", 1) for item in args.configuration.split(",") if "=" in item)
     print(draft(json.loads(path.read_text()), {"name": name, "version": version}, config), end="")
+    return 0
+
+
+def _expectations_evidence(args: argparse.Namespace) -> int:
+    import json
+
+    from tokenspec.suite.expectations import with_evidence
+
+    reports = []
+    for folder in args.reports:
+        path = Path(folder) / "report.json"
+        if not path.is_file():
+            raise UsageError(f"no report.json in {folder}")
+        reports.append(json.loads(path.read_text()))
+    Path(args.file).write_text(with_evidence(args.file, reports))
+    print(f"evidence recorded in {args.file}")
     return 0
 
 
