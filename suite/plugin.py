@@ -184,20 +184,19 @@ def pytest_assertion_pass(item: pytest.Item, lineno: int, orig: str, expl: str) 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     CHECKS.count = 0
-    if item.stash.get(_EXPECTATION, None) is not None:
-        _no_shrinking(item)
-    return (yield)
-
-
-def _no_shrinking(item: pytest.Item) -> None:
-    """A known failure costs no shrinking time: its hypothesis settings lose the shrink phase."""
-    from hypothesis import Phase, settings
-
     test = getattr(item, "obj", None)
     current = getattr(test, "_hypothesis_internal_use_settings", None)
-    if current is not None:
-        phases = [p for p in current.phases if p is not Phase.shrink]
-        test._hypothesis_internal_use_settings = settings(current, phases=phases)
+    if item.stash.get(_EXPECTATION, None) is None or current is None:
+        return (yield)
+    # A known failure costs no shrinking time: for this item only, its hypothesis settings lose the shrink phase.
+    from hypothesis import Phase, settings
+
+    test._hypothesis_internal_use_settings = settings(current, phases=[p for p in current.phases
+                                                                       if p is not Phase.shrink])
+    try:
+        return (yield)
+    finally:
+        test._hypothesis_internal_use_settings = current
 
 
 @pytest.hookimpl(wrapper=True)

@@ -103,3 +103,21 @@ def test_reports_have_the_documented_shape(tmp_path: Path) -> None:
     assert "1 test(s) not tested: generate: not hosted" in summary, "the headline names what was not tested"
     assert "| generate | not-tested | probe | 404 |" in summary, "every capability decision with its evidence"
     assert "Requirements without a test in this run" in summary
+
+
+def test_evidence_is_recorded_from_a_run_where_the_expectation_explained_the_failure(tmp_path: Path) -> None:
+    from tokenspec.suite.expectations import with_evidence
+
+    path = tmp_path / "e.yaml"
+    path.write_text("# header kept\nimplementation: {name: x, version: '1'}\nconfiguration: {model: m}\n"
+                    "expectations:\n  - {test: t.py::a, requirement: RENDER-001, pattern: boom, reason: why}\n"
+                    "  - {test: t.py::b, requirement: RENDER-001, pattern: boom, reason: why}\n")
+    hit = {"nodeid": "suite/t.py::a", "outcome": "xfailed", "failed_requirements": ["RENDER-001"],
+           "message": "known failure (...); observed: AssertionError: boom here", "reproduce": "curl x"}
+    other = {**hit, "nodeid": "suite/t.py::b", "message": "known failure (...); observed: something else"}
+    text = with_evidence(path, [{"target": "http://t", "seed": 7, "tests": [hit, other]}])
+    assert text.startswith("# header kept\n")
+    doc = __import__("yaml").safe_load(text)
+    assert doc["expectations"][0]["evidence"] == {"run": "http://t seed 7", "test": "suite/t.py::a",
+                                                  "request": "curl x", "answer": "AssertionError: boom here"}
+    assert "evidence" not in doc["expectations"][1], "an answer the pattern does not explain is no evidence"

@@ -188,3 +188,18 @@ def test_a_test_that_checks_nothing_is_reported_not_passed(tiny_model, tmp_path)
     assert by_name["test_checks_something"]["outcome"] == "passed"
     assert by_name["test_skips_by_hand"]["outcome"] == "error", "a skip outside gating.py is never silent"
     assert by_name["test_precondition_missing"]["outcome"] == "not_tested"
+
+
+def test_a_declaration_the_probe_cannot_confirm_is_a_failure(tiny_model, tmp_path) -> None:
+    profile = tmp_path / "profile.yaml"
+    profile.write_text("implementation: {name: frontend, version: '0'}\nparsers: {reasoning: deepseek_r1, tool: hermes}\n"
+                       "features: {generate: true, tools: true, chat-render: true}\n")
+    config = frontend_config(tiny_model.model_dir, DEFAULT_MODEL_NAME)  # qwen3, and no engine behind it
+    with running_frontend(config) as url:
+        code, report, _ = run_suite(url, tmp_path, "--profile", str(profile), "-k", "test_profile", "-n", "0")
+    by_id = {t["nodeid"].split("[")[1].rstrip("]"): t for t in report["tests"]}
+    assert by_id["generate"]["outcome"] == "failed" and "declares generate offered" in by_id["generate"]["message"]
+    assert by_id["reasoning-parser"]["outcome"] == "failed"
+    assert "the probe found qwen3" in by_id["reasoning-parser"]["message"]
+    assert by_id["tools"]["outcome"] == "passed" and by_id["tool-parser"]["outcome"] == "passed"
+    assert report["profile"] == str(profile) and code == 1
