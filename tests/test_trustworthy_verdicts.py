@@ -192,7 +192,8 @@ def test_a_test_that_checks_nothing_is_reported_not_passed(tiny_model, tmp_path)
 
 def test_a_declaration_the_probe_cannot_confirm_is_a_failure(tiny_model, tmp_path) -> None:
     profile = tmp_path / "profile.yaml"
-    profile.write_text("implementation: {name: frontend, version: '0'}\nparsers: {reasoning: deepseek_r1, tool: hermes}\n"
+    profile.write_text("implementation: {name: frontend, version: '0'}\n"
+                       "parsers: {reasoning: deepseek_r1, tool: hermes}\n"
                        "features: {generate: true, tools: true, chat-render: true}\n")
     config = frontend_config(tiny_model.model_dir, DEFAULT_MODEL_NAME)  # qwen3, and no engine behind it
     with running_frontend(config) as url:
