@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from tokenspec.errors import UsageError
+from tokenspec.errors import UsageError, read_user_yaml
 
 
 @dataclass(frozen=True)
@@ -67,12 +67,7 @@ class ExpectationsFile:
 
 def load_expectations_file(path: str | Path) -> ExpectationsFile:
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise UsageError(f"expectations file not found: {path}") from None
-    except yaml.YAMLError as exc:
-        raise UsageError(f"expectations file {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    data = read_user_yaml(path, "expectations file")
     if not isinstance(data, dict) or not isinstance(data.get("expectations", []), list):
         raise UsageError(f"expectations file {path} needs a top-level `expectations:` list")
     impl = data.get("implementation")

@@ -13,9 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from tokenspec.errors import UsageError
+from tokenspec.errors import UsageError, read_user_yaml
 from tokenspec.suite.gating import Capabilities
 
 
@@ -68,13 +66,9 @@ def load_profile(path: str | Path) -> Profile:
     import jsonschema
 
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise UsageError(f"profile not found: {path}") from None
-    except yaml.YAMLError as exc:
-        raise UsageError(f"profile {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
-    data = data or {}
+    data = read_user_yaml(path, "profile") or {}
+    if not isinstance(data, dict):
+        raise UsageError(f"profile {path} must be a mapping (see specs/profile.schema.json)")
     errors = sorted(jsonschema.Draft202012Validator(profile_schema()).iter_errors(data), key=lambda e: e.path)
     if errors:
         first = errors[0]

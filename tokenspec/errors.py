@@ -7,3 +7,18 @@ Anything a user can get wrong (a bad URL, an unreachable target, a model folder 
 
 class UsageError(Exception):
     """Bad input from the user or the environment; the message is shown as is, exit code 2."""
+
+
+def read_user_yaml(path: object, what: str) -> object:
+    """A YAML file the user named (profile, expectations): missing or malformed is a one-line usage error."""
+    from pathlib import Path
+
+    import yaml
+
+    file = Path(str(path))
+    try:
+        return yaml.safe_load(file.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"{what} not found: {file}") from None
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{what} {file} is not valid YAML: {str(exc).splitlines()[0]}") from None
