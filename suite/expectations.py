@@ -10,6 +10,7 @@ The file is plain YAML (no condition language)::
         pattern: "answered 400"         # a regex the failure message must match
         reason: reads the whole body before refusing it
         evidence: {request: "curl ...", answer: "400 ..."}   # optional, what was seen
+        seed_dependent: false   # optional: true for property/fuzz tests whose failing example depends on the seed
 
 A known failure is recognised only when every cause of the test's failure (each ``[AREA-NNN]`` segment of its
 message, or the whole message) is explained by one of the test's expectations: same requirement, pattern
@@ -37,6 +38,12 @@ class Expectation:
     reason: str
     link: str | None = None
     evidence: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    #: The failing example depends on the seed (a property or fuzz test): a pass is not a stale expectation.
+    seed_dependent: bool = False
+
+    @property
+    def may_pass(self) -> bool:
+        return self.seed_dependent or "*" in self.test
 
     def matches(self, nodeid: str) -> bool:
         path, sep, rest = nodeid.partition("::")
@@ -86,7 +93,8 @@ def load_expectations_file(path: str | Path) -> ExpectationsFile:
         except re.error as exc:
             raise UsageError(f"expectations file {path}: entry {i}: bad pattern ({exc})") from None
         out.append(Expectation(str(entry["test"]), str(entry["requirement"]), str(entry["pattern"]),
-                               str(entry["reason"]), entry.get("link"), dict(entry.get("evidence") or {})))
+                               str(entry["reason"]), entry.get("link"), dict(entry.get("evidence") or {}),
+                               bool(entry.get("seed_dependent", False))))
     return ExpectationsFile(str(path), dict(impl), dict(data["configuration"]), out)
 
 
