@@ -170,17 +170,26 @@ def with_evidence(path: str | Path, reports: list[dict[str, Any]]) -> str:
     data = yaml.safe_load(source)
     parsed = load_expectations_file(path).entries
     for raw, entry in zip(data["expectations"], parsed, strict=True):
-        for report in reports:
-            hit = next((t for t in report["tests"] if t["outcome"] == "xfailed" and entry.matches(t["nodeid"])
-                        and entry.requirement in (t.get("failed_requirements") or [])
-                        and not unexplained([entry], t["failed_requirements"], _observed(t["message"]))), None)
-            if hit is not None:
-                raw["evidence"] = {"run": f"{report.get('target')} seed {report.get('seed')}", "test": hit["nodeid"],
-                                   "request": hit.get("reproduce", "")[:1500],
-                                   "answer": _observed(hit["message"])[:1500]}
-                break
+        found = next(((report, test, cause) for report in reports for test in report["tests"]
+                      if test["outcome"] in ("xfailed", "failed") and entry.matches(test["nodeid"])
+                      for cause in _explained_causes(entry, test)), None)
+        if found is not None:
+            report, test, cause = found
+            raw["evidence"] = {"run": f"{report.get('target')} seed {report.get('seed')}", "test": test["nodeid"],
+                               "request": test.get("reproduce", "")[:1500], "answer": cause[:1500]}
     body = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=118)
     return header + body
+
+
+def _explained_causes(entry: Expectation, test: dict[str, Any]) -> list[str]:
+    """The causes of a recorded failure that ``entry`` explains."""
+    failed = test.get("failed_requirements") or []
+    if entry.requirement not in failed:
+        return []
+    message = _observed(test["message"]).split(":\n", 1)[-1] if test["message"].startswith("NEW CAUSE") else \
+        _observed(test["message"])
+    return [text for ids, text in causes(message, failed)
+            if entry.requirement in ids and re.search(entry.pattern, text, re.S)]
 
 
 def _observed(message: str) -> str:
