@@ -24,7 +24,6 @@ __all__ = [
     "TOOL_FAMILIES",
     "Split",
     "configuration",
-    "configured_shapes",
     "distinguishing_shapes",
     "expected",
     "family_probe",
@@ -83,9 +82,6 @@ class Split:
                 out.append(f"{name}: expected {want!r}, got {have!r}")
         return out
 
-    def matches(self, message: dict[str, Any], finish_reason: str | None = None) -> bool:
-        return not self.differences(message, finish_reason)
-
 
 def _canonical(arguments: Any) -> str:
     if isinstance(arguments, str):
@@ -111,7 +107,3 @@ def distinguishing_shapes(kind: str) -> list[str]:
     """Shape ids whose splits tell the families of ``kind`` apart (a family must match all of them)."""
     return list(_table()["probes"][kind]["distinguish"])
 
-
-def configured_shapes(reasoning: str | None, tool: str | None) -> list[str]:
-    """The shapes the table specifies for a configuration (empty: configuration unknown)."""
-    return list(_table()["expect"].get(configuration(reasoning, tool)) or {})

@@ -365,6 +365,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     if not _active(config) or hasattr(config, "workerinput") or _RESULTS not in config.stash:
         return
+    from tokenspec.suite.fixtures import CAPABILITIES_ENV
+
+    if decisions := os.environ.pop(CAPABILITIES_ENV, None):
+        Path(decisions).unlink(missing_ok=True)
     from tokenspec.suite.report import RunInfo, write_reports
 
     started, started_at = config.stash[_STARTED]

@@ -283,9 +283,6 @@ def _probe_generate(c: httpx.Client, caps: Capabilities, target: Target) -> None
     first = gen({})
     _role(caps, "generate", first)
     if not caps.has("generate"):
-        if not target.engine_url and not first.hosted:
-            caps.decisions["generate"] = type(caps.decisions["generate"])(
-                "generate", "not-tested", "probe", f"the target does not host it ({first.evidence()})")
         for feature in ("logprobs", "prompt-logprobs", "text-output-mode", "multi-choice", "stop-strings"):
             caps.decide(feature, "not-tested", "probe", "no generate endpoint to probe it with")
         return
