@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
-exec .venv/bin/tokenspec embedded --report "${1:-reports/embedded}"
+exec .venv/bin/tokenspec embedded --report "${1:-out/embedded}"

@@ -113,7 +113,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     if data.get("collection_errors"):
         first = data["collection_errors"][0].splitlines()[-1] if data["collection_errors"][0] else ""
         raise UsageError(f"{len(data['collection_errors'])} suite module(s) failed to load ({first.strip()})")
-    print(f"tokenspec: {data['headline']}; report in {report_dir}")
+    print(f"tokenspec: {data['headline']}; seed {data.get('seed')}")
+    print(f"tokenspec: report in {report_dir}/ (open {report_dir}/summary.md; report.json and junit.xml beside it)")
     from tokenspec.suite.results import TestResult, exit_code
 
     tests = [TestResult(**t) for t in data["tests"]]
