@@ -127,7 +127,7 @@ def test_fuzz_operation(target, capabilities, document, method, path, mode) -> N
 
     def record(wire: RecordedRequest, problem: str) -> None:
         if len(failures) < MAX_REPORTED:
-            failures.append(f"{problem}\n    {wire.curl()[:4000]}")
+            failures.append(f"{problem}\n    {wire.curl()}")
 
     with httpx.Client(timeout=target.timeout) as http:
 
