@@ -104,3 +104,17 @@ def test_serve_without_vllm_names_the_fix(tmp_path: Path) -> None:
                           text=True, timeout=60, env=env)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "tokenspec vllm install" in done.stderr, done.stderr
+
+
+def test_a_model_the_target_does_not_serve_is_a_usage_error(tiny_model) -> None:
+    from broken_server import frontend_config
+    from frontend_server import running_frontend
+
+    from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME
+
+    with running_frontend(frontend_config(tiny_model.model_dir, DEFAULT_MODEL_NAME)) as url:
+        done = run_cli("run", "--target", url, "--model", "no-such-model")
+    assert done.returncode == 2
+    assert done.stderr.strip() == (f"tokenspec: error: --model no-such-model is not served by {url}"
+                                   f" (its /v1/models lists: {DEFAULT_MODEL_NAME})")
+    assert "Traceback" not in done.stderr and done.stdout == ""

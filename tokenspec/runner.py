@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from tokenspec.errors import UsageError
-from tokenspec.target import check_reachable, normalise_url, served_model
+from tokenspec.target import check_model_served, check_reachable, normalise_url, served_model
 
 
 def pytest_args(args: argparse.Namespace, report_dir: Path) -> list[str]:
@@ -93,6 +93,8 @@ def run_from_args(args: argparse.Namespace) -> int:
         check_reachable(normalise_url(url))
     if args.model is None:
         args.model = served_model(target)
+    else:
+        check_model_served(target, args.model)
     if args.tokenizer and not (Path(args.tokenizer) / "tokenizer.json").exists():
         raise UsageError(f"--tokenizer {args.tokenizer}: no tokenizer.json in that folder")
     if args.expectations:

@@ -36,6 +36,17 @@ def check_reachable(url: str, timeout: float = 5.0) -> None:
         raise UsageError(f"target {url} is unreachable: {type(exc).__name__}: {exc}") from None
 
 
+def check_model_served(url: str, model: str, timeout: float = 10.0) -> None:
+    """Refuse (one line) a --model the target's /v1/models does not list; a target without the list is trusted."""
+    try:
+        with httpx.Client(timeout=timeout) as client:
+            ids = [str(card["id"]) for card in client.get(f"{url}/v1/models").json()["data"]]
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        return
+    if ids and model not in ids:
+        raise UsageError(f"--model {model} is not served by {url} (its /v1/models lists: {', '.join(ids)})")
+
+
 def served_model(url: str, timeout: float = 10.0) -> str:
     """The first model id of ``GET /v1/models``; the suite's default model name."""
     try:
