@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from tokenspec.samples import WEATHER_TOOL
 from tokenspec.specs.parser_families import (
     REASONING_FAMILIES,
     TOOL_FAMILIES,
@@ -32,7 +33,7 @@ from tokenspec.specs.parser_families import (
 )
 from tokenspec.suite.gating import Capabilities
 from tokenspec.suite.profile import Profile
-from tokenspec.suite.target import Codec, CodecUnavailable, Target
+from tokenspec.suite.target import Codec, CodecUnavailable, Target, model_card
 
 PROBE_TIMEOUT = 15.0
 CHAT_RENDER = "/v1/chat/completions/render"
@@ -40,8 +41,7 @@ COMPLETIONS_RENDER = "/v1/completions/render"
 CHAT_DERENDER = "/v1/chat/completions/derender"
 COMPLETIONS_DERENDER = "/v1/completions/derender"
 GENERATE = "/inference/v1/generate"
-PROBE_TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {
-    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+PROBE_TOOL = WEATHER_TOOL
 
 
 @dataclass
@@ -97,9 +97,9 @@ def probe(target: Target, codec: Codec, profile: Profile | None = None) -> Capab
     caps = Capabilities()
     with httpx.Client(timeout=PROBE_TIMEOUT) as c:
         _probe_inputs(caps, target, codec)
-        _probe_roles(c, caps, target, codec)
+        rendered = _probe_roles(c, caps, target, codec)
         _probe_parsers(c, caps, target, codec)
-        _probe_generate(c, caps, target)
+        _probe_generate(c, caps, target, rendered)
         _probe_token_native(c, caps, target)
         _probe_fields(c, caps, target)
     if profile is not None:
@@ -133,10 +133,12 @@ def _plain_ids(codec: Codec) -> list[int]:
         return [1]
 
 
-def _probe_roles(c: httpx.Client, caps: Capabilities, target: Target, codec: Codec) -> None:
+def _probe_roles(c: httpx.Client, caps: Capabilities, target: Target, codec: Codec) -> Answer:
+    """Decide every role; returns the chat render answer (its prompt ids are the generate probe's prompt)."""
     model, url = target.model, target.url
     user = [{"role": "user", "content": "Hello"}]
-    _role(caps, "chat-render", _post(c, url, CHAT_RENDER, {"model": model, "messages": user}))
+    rendered = _post(c, url, CHAT_RENDER, {"model": model, "messages": user})
+    _role(caps, "chat-render", rendered)
     _role(caps, "completions-render", _post(c, url, COMPLETIONS_RENDER, {"model": model, "prompt": "Hello"}))
     _role(caps, "tokenize", _post(c, url, "/tokenize", {"model": model, "prompt": "Hello"}))
     _role(caps, "detokenize", _post(c, url, "/detokenize", {"model": model, "tokens": _plain_ids(codec)}))
@@ -190,6 +192,7 @@ def _probe_roles(c: httpx.Client, caps: Capabilities, target: Target, codec: Cod
         _role(caps, "coupled", answer)
     else:
         caps.decide("coupled", "not-tested", "options", "no --reference")
+    return rendered
 
 
 def _derender_message(c: httpx.Client, target: Target, ids: list[int], request: dict) -> tuple[Answer, dict]:
@@ -268,11 +271,9 @@ def _which(c: httpx.Client, target: Target, codec: Codec, kind: str, families: t
     return None
 
 
-def _probe_generate(c: httpx.Client, caps: Capabilities, target: Target) -> None:
+def _probe_generate(c: httpx.Client, caps: Capabilities, target: Target, rendered: Answer) -> None:
     """Engine features: each probe is a one-token generation with one option switched on."""
-    rendered = _post(c, target.url, CHAT_RENDER, {"model": target.model, "messages": [
-        {"role": "user", "content": "Hello"}]}) if caps.has("chat-render") else None
-    prompt = rendered.body["token_ids"] if rendered is not None and rendered.ok else [1, 2, 3]
+    prompt = rendered.body["token_ids"] if rendered.ok and isinstance(rendered.body, dict) else [1, 2, 3]
     url = target.generate_url
 
     def gen(extra_params: dict, **top: object) -> Answer:
@@ -389,10 +390,5 @@ def _probe_token_native(c: httpx.Client, caps: Capabilities, target: Target) -> 
 
 def tokenizer_version(target: Target) -> str | None:
     """The target's ``tokenizer_version`` from the card of its model on ``/v1/models``, if it reports one."""
-    try:
-        cards = httpx.get(f"{target.url}/v1/models", timeout=PROBE_TIMEOUT).json()["data"]
-        card = next((card for card in cards if isinstance(card, dict) and card.get("id") == target.model), None)
-    except (httpx.HTTPError, ValueError, KeyError, TypeError):
-        return None
-    version = (card or {}).get("tokenizer_version")
+    version = model_card(target.url, PROBE_TIMEOUT, target.model).get("tokenizer_version")
     return version if isinstance(version, str) and version else None

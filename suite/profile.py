@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenspec.errors import UsageError, read_user_yaml
-from tokenspec.suite.gating import Capabilities
+from tokenspec.suite.gating import Capabilities, Decision
 
 
 def profile_schema() -> dict[str, Any]:
@@ -54,9 +54,7 @@ class Profile:
         caps.limits.update(self.limits)
 
 
-def _family_decision(caps: Capabilities, kind: str) -> Any:
-    from tokenspec.suite.gating import Decision
-
+def _family_decision(caps: Capabilities, kind: str) -> Decision:
     found = caps.parsers.get(kind)
     return Decision(f"{kind}-parser", "offered" if found else "unsupported", "probe", f"probe found {found or 'none'}")
 

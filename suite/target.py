@@ -30,13 +30,20 @@ class Target:
         return self.engine_url or self.url
 
 
+def model_card(url: str, timeout: float, model: str | None = None) -> dict:
+    """The ``/v1/models`` card of ``model`` (or the first card) at ``url``; ``{}`` when there is none."""
+    try:
+        cards = httpx.get(f"{url}/v1/models", timeout=timeout).json()["data"]
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        return {}
+    cards = [c for c in cards if isinstance(c, dict)] if isinstance(cards, list) else []
+    card = next((c for c in cards if model is None or c.get("id") == model), None)
+    return card or {}
+
+
 def card_max_model_len(url: str, timeout: float) -> int | None:
     """``max_model_len`` from the first ``/v1/models`` card at ``url``, if the server reports one."""
-    try:
-        card = httpx.get(f"{url}/v1/models", timeout=timeout).json()["data"][0]
-    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError):
-        return None
-    value = card.get("max_model_len") if isinstance(card, dict) else None
+    value = model_card(url, timeout).get("max_model_len")
     return value if isinstance(value, int) else None
 
 
