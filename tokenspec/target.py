@@ -12,6 +12,9 @@ import httpx
 
 from tokenspec.errors import UsageError
 
+#: First path segments of the routes the suite calls: a base URL that contains one is a route, not a base.
+ROUTE_ROOTS = frozenset({"v1", "inference"})
+
 
 def normalise_url(url: str) -> str:
     """Return ``url`` without a trailing slash, or raise UsageError if it is not an http(s) base URL."""
@@ -24,6 +27,12 @@ def normalise_url(url: str) -> str:
         raise UsageError(f"bad port in URL: {url!r}") from None
     if parts.query or parts.fragment:
         raise UsageError(f"a base URL takes no query or fragment: {url!r}")
+    segments = [segment for segment in parts.path.split("/") if segment]
+    route_at = next((i for i, segment in enumerate(segments) if segment in ROUTE_ROOTS), None)
+    if route_at is not None:
+        base = "/".join([f"{parts.scheme}://{parts.netloc}", *segments[:route_at]])
+        raise UsageError(f"{url!r} includes a route; give the server's base URL, e.g. {base}"
+                         " (the suite adds /v1/..., /inference/... itself)")
     return url.strip().rstrip("/")
 
 

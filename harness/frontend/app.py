@@ -37,6 +37,16 @@ VERSION = "0.32.0"  # the vLLM version whose behaviour this frontend reproduces
 Handler = Callable[[dict[str, Any], Request], Any]
 
 
+def refused(request: Request, err: ApiError, cause: BaseException | None = None) -> Response:
+    """Answer a refusal and log it as one line (status, route, message): a refused request is the client's
+    mistake, not the server's, so it never fills the log with a traceback."""
+    detail = f" ({type(cause).__name__}: {cause})" if cause is not None else ""
+    text = " ".join(f"{err.message}{detail}".split())
+    log.info("%s %s %s -> %d: %s", request.client.host if request.client else "-", request.method,
+             request.url.path, err.status, text[:300])
+    return err.response()
+
+
 class Frontend:
     """Holds the loaded model and the endpoint handlers."""
 
@@ -65,12 +75,12 @@ class Frontend:
                 schemas.check_spec(request.url.path, body)
                 return JSONResponse(answer)
             except ApiError as err:
-                return err.response()
+                return refused(request, err)
             except ChatTemplateError as exc:
-                return bad_request(str(exc)).response()
+                return refused(request, bad_request(str(exc)))
             except Exception as exc:  # noqa: BLE001 - the catch-all that keeps tracebacks from clients
-                log.exception("request failed")
-                return bad_request(f"the request could not be processed: {type(exc).__name__}").response()
+                return refused(request, bad_request(f"the request could not be processed: {type(exc).__name__}"),
+                               cause=exc)
         return route
 
     # -- handlers -----------------------------------------------------------------------------------------
@@ -185,8 +195,31 @@ def create_app(config: FrontendConfig) -> Starlette:
     return app
 
 
-def serve(config: FrontendConfig, host: str = "127.0.0.1", port: int = 8000) -> None:
-    """Run the frontend with uvicorn until interrupted."""
-    # Keep idle connections well past typical client pool lifetimes: a server closing an idle keep-alive
-    # connection while a pooled client sends on it is a dropped request the client sees as a read error.
-    uvicorn.run(create_app(config), host=host, port=port, log_level="warning", timeout_keep_alive=75)
+class _AnnouncingServer(uvicorn.Server):
+    """uvicorn that says, once it is listening, where and what it serves (the real port when 0 was asked)."""
+
+    announce: Callable[[str], None] = print
+
+    async def startup(self, sockets: Any = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started and self.servers:
+            host, port = self.servers[0].sockets[0].getsockname()[:2]
+            self.announce(f"http://{host}:{port}")
+
+
+def serve(config: FrontendConfig, host: str = "127.0.0.1", port: int = 0) -> None:
+    """Run the frontend with uvicorn until interrupted; ``port`` 0 picks a free port (printed when up)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    app = create_app(config)
+    parsers = f"reasoning parser {config.reasoning_parser or 'none'}, tool parser {config.tool_parser or 'none'}"
+    gateway = f"; gateway to engine {config.engine_url}" if config.engine_url else ""
+    server = _AnnouncingServer(uvicorn.Config(
+        app, host=host, port=port, log_level="warning",
+        # Keep idle connections well past typical client pool lifetimes: a server closing an idle keep-alive
+        # connection while a pooled client sends on it is a dropped request the client sees as a read error.
+        timeout_keep_alive=75,
+    ))
+    server.announce = lambda url: print(
+        f"tokenspec frontend ready at {url}: model {config.model_name} from {config.model_dir}; {parsers}{gateway}"
+        "; Ctrl-C stops it", flush=True)
+    server.run()
