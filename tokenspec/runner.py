@@ -31,6 +31,9 @@ def pytest_args(args: argparse.Namespace, report_dir: Path) -> list[str]:
         "--import-mode=importlib",
         "-p",
         "no:cacheprovider",
+        # The runner imports the plugin module before pytest does; its asserts need no rewriting.
+        "-W",
+        "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning",
         # Plugins are named, not autoloaded (PYTEST_DISABLE_PLUGIN_AUTOLOAD, set by run_from_args): an autoloaded
         # plugin's whole distribution is assertion-rewritten, and with the suite's assertion-pass hook every
         # passing assert inside hypothesis then formats its operands (40x slower fuzzing).

@@ -24,27 +24,16 @@ from tokenspec.chat_template import ChatTemplateError
 from tokenspec.harness.frontend import validation as schemas
 from tokenspec.harness.frontend.config import FrontendConfig
 from tokenspec.harness.frontend.derender import Derenderer
-from tokenspec.harness.frontend.errors import ApiError, bad_request, not_found_model
+from tokenspec.harness.frontend.errors import ApiError, bad_request, not_found_model, refused
 from tokenspec.harness.frontend.limits import check_chat_stream, check_generate_responses, check_prompt_ids
 from tokenspec.harness.frontend.model_files import ModelFiles
 from tokenspec.harness.frontend.render import Renderer, request_id_suffix
 from tokenspec.harness.frontend.request_body import read_json
 from tokenspec.harness.frontend.token_native import server_tokenizer_version
 
-log = logging.getLogger(__name__)
 VERSION = "0.32.0"  # the vLLM version whose behaviour this frontend reproduces
 
 Handler = Callable[[dict[str, Any], Request], Any]
-
-
-def refused(request: Request, err: ApiError, cause: BaseException | None = None) -> Response:
-    """Answer a refusal and log it as one line (status, route, message): a refused request is the client's
-    mistake, not the server's, so it never fills the log with a traceback."""
-    detail = f" ({type(cause).__name__}: {cause})" if cause is not None else ""
-    text = " ".join(f"{err.message}{detail}".split())
-    log.info("%s %s %s -> %d: %s", request.client.host if request.client else "-", request.method,
-             request.url.path, err.status, text[:300])
-    return err.response()
 
 
 class Frontend:

@@ -6,9 +6,13 @@ the shape vLLM uses; handlers raise ``ApiError`` and the app turns it into a res
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from starlette.responses import JSONResponse
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+log = logging.getLogger("tokenspec.frontend")
 
 
 class ApiError(Exception):
@@ -53,3 +57,13 @@ def payload_too_large(limit: int) -> ApiError:
 
 def internal_error(message: str = "Internal server error") -> ApiError:
     return ApiError(message, status=500, err_type="InternalServerError")
+
+
+def refused(request: Request, err: ApiError, cause: BaseException | None = None) -> Response:
+    """Answer a refusal and log it as one line (status, route, message): a refused request is the client's
+    mistake, not the server's, so it never fills the log with a traceback."""
+    detail = f" ({type(cause).__name__}: {cause})" if cause is not None else ""
+    text = " ".join(f"{err.message}{detail}".split())
+    log.info("%s %s %s -> %d: %s", request.client.host if request.client else "-", request.method,
+             request.url.path, err.status, text[:300])
+    return err.response()

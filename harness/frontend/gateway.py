@@ -30,7 +30,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from tokenspec.harness.frontend import token_native
 from tokenspec.harness.frontend import validation as schemas
-from tokenspec.harness.frontend.errors import ApiError
+from tokenspec.harness.frontend.errors import ApiError, refused
 from tokenspec.harness.frontend.render import request_id_suffix
 from tokenspec.harness.frontend.request_body import read_json
 
@@ -122,13 +122,15 @@ class Gateway:
             vocab = self.fe.model.vocab_size
             if (bad := next((t for t in body["token_ids"] if t >= vocab), None)) is not None:
                 raise ApiError(f"Token id {bad} is out of vocabulary", param="token_ids")
+            schemas.check_spec(request.url.path, body)  # nothing the spec refuses reaches the engine
             if not body.get("stream"):
                 return JSONResponse(await self._generate(body))
             resp = await self._open_stream(body)
         except ApiError as err:
-            return err.response()
+            return refused(request, err)
         except Exception as exc:  # noqa: BLE001 - no traceback ever reaches a client
-            return ApiError(f"the request could not be processed: {type(exc).__name__}").response()
+            return refused(request, ApiError(f"the request could not be processed: {type(exc).__name__}"),
+                           cause=exc)
 
         return StreamingResponse(self._relay(resp, lambda event: event, counted=False),
                                  media_type="text/event-stream")
@@ -144,6 +146,7 @@ class Gateway:
                 body = await read_json(request, self.fe.config.max_body_bytes)
                 schemas.check_shape(body, schemas.CHAT_REQUEST if kind == "chat" else schemas.COMPLETION_REQUEST)
                 self.fe.check_model(body)
+                schemas.check_spec(request.url.path, body)
                 suffix = request_id_suffix(request.headers.get("x-request-id"), body.get("request_id"))
                 if kind == "chat":
                     response = await self._chat(body, suffix)
@@ -152,9 +155,10 @@ class Gateway:
                 streaming = isinstance(response, StreamingResponse)
                 return response
             except ApiError as err:
-                return err.response()
+                return refused(request, err)
             except Exception as exc:  # noqa: BLE001 - no traceback ever reaches a client
-                return ApiError(f"the request could not be processed: {type(exc).__name__}").response()
+                return refused(request, ApiError(f"the request could not be processed: {type(exc).__name__}"),
+                               cause=exc)
             finally:
                 if not streaming:
                     self.in_flight -= 1
