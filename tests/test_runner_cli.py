@@ -38,10 +38,13 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
         [],
         ["model"],
         ["vllm", "serve-everything"],
+        ["vllm", "engine"],
+        ["vllm", "render", "--model", "/nonexistent/model"],
     ],
     ids=["garbage", "scheme", "unreachable", "bad-port", "drift-unreachable", "parity-unreachable",
          "serve-missing-model", "serve-unknown-parser", "run-unreachable-first", "url-with-v1", "missing-target",
-         "bad-choice", "bad-int", "unknown-command", "no-command", "no-action", "bad-action"],
+         "bad-choice", "bad-int", "unknown-command", "no-command", "no-action", "bad-action", "vllm-no-model",
+         "vllm-bad-model"],
 )
 def test_usage_errors_are_one_line_and_exit_2(args: list[str], tiny_model) -> None:
     done = run_cli(*[str(tiny_model.model_dir) if a == "MODEL" else a for a in args])

@@ -1,7 +1,8 @@
 """Check the checker: the conformance suite, run as a user runs it, must fail against a broken server.
 
-Each case starts the reference frontend behind ONE injected fault (``tests/broken_server.py``, a labelled
-test double) on loopback, runs ``tokenspec run`` in a subprocess with a tight ``-k`` selection, and reads
+Each case starts the reference frontend behind ONE planted defect of the ``tokenspec mutants`` catalogue
+(``tests/broken_server.py``, a labelled test double) on loopback, runs ``tokenspec run`` in a subprocess with
+a tight ``-k`` selection, and reads
 ``report.json``: the test aimed at the broken requirement must be ``failed``, its message must name the
 problem, and the run must exit 1 (every targeted test is MUST-level). The runs of the module start together
 (one server and one subprocess per fault) and are awaited by a module fixture; each test then checks one.
@@ -23,9 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from broken_server import FAULTS, frontend_config, running_broken_server
+from broken_server import frontend_config, running_broken_server
 
 from tokenspec.harness.frontend import FrontendConfig
+from tokenspec.harness.mutants.defects import DEFECTS
 from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME, BuildResult
 
 RUN_TIMEOUT = 180
@@ -51,14 +53,14 @@ CASES = [
     Case("500-on-bad-input", "test_fuzz_operation and chat/completions/render and negative",
          ("test_fuzz.py::test_fuzz_operation[POST /v1/chat/completions/render negative]",),
          (r"answered 500: Internal Server Error", r"curl ")),
-    Case("render-drops-defaults", "test_sampling_parameter_survives_chat_render and default",
+    Case("render-drops-default-params", "test_sampling_parameter_survives_chat_render and default",
          ("test_render.py::test_sampling_parameter_survives_chat_render[n-default]",
           "test_render.py::test_sampling_parameter_survives_chat_render[top_k-default]"),
          (r"(n=1|top_k=0) was set but sampling_params has no (n|top_k)",)),
     Case("render-nondeterministic", "test_chat_render_is_deterministic",
          ("test_render.py::test_chat_render_is_deterministic",),
          (r"At index \d+ diff: \d+ != \d+", r"Failing test case")),
-    Case("usage-off-by-one", "test_usage_arithmetic",
+    Case("derender-usage-off-by-one", "test_usage_arithmetic",
          ("test_derender.py::test_usage_arithmetic",),
          (r"assert \d+ == \d+\n \+  where \d+ = sum\(",)),  # completion_tokens != sum of the choice lengths
     Case("stream-derender-drops-last-char", "test_chat_deltas_concatenate_to_the_non_stream_content",
@@ -67,11 +69,11 @@ CASES = [
     Case("derender-replacement-char", "test_no_replacement_character_for_valid_utf8",
          ("test_derender.py::test_no_replacement_character_for_valid_utf8",),
          ("\ufffd",)),
-    Case("accept-negative-ids", "test_negative_ids_rejected",
+    Case("derender-accepts-negative-ids", "test_negative_ids_rejected",
          ("test_derender.py::test_negative_ids_rejected[token_ids]",
           "test_derender.py::test_negative_ids_rejected[prompt_token_ids]"),
          (r"assert 200 == 400",)),
-    Case("reasoning-into-content", "test_parser_family_split and think-thinking",
+    Case("derender-reasoning-into-content", "test_parser_family_split and think-thinking",
          ("test_derender.py::test_parser_family_split[think-thinking]",),
          (r"\[DERENDER-001\] split differs from", r"reasoning: expected 'Let me think.', got None")),
     Case("oversized-500", "test_oversized_body_rejected and chat-render",
@@ -86,7 +88,7 @@ VLLM_CASES = [
          (r'choices\[0\]\.content: ".*" != ".*"',)),
 ]
 CONTROL = "control"
-assert {c.fault for c in CASES + VLLM_CASES} == set(FAULTS), "every fault needs a case, every case a fault"
+assert {c.fault for c in CASES + VLLM_CASES} <= set(DEFECTS), "every case plants a catalogue defect"
 
 
 @dataclass

@@ -61,7 +61,7 @@ def test_a_correct_render_only_server_passes_with_only_its_url(tiny_model, tmp_p
 def test_a_derender_that_puts_reasoning_into_content_fails_rather_than_lacking_reasoning(tiny_model,
                                                                                          tmp_path) -> None:
     config = frontend_config(tiny_model.model_dir, DEFAULT_MODEL_NAME)
-    with running_broken_server("reasoning-into-content", config) as url:
+    with running_broken_server("derender-reasoning-into-content", config) as url:
         code, report, _ = run_suite(url, tmp_path, "-k", "test_parser_family_split", "-n", "0")
     decision = next(d for d in report["capabilities"]["decisions"] if d["feature"] == "reasoning")
     assert decision["status"] == "offered" and "broken parser" in decision["evidence"], decision

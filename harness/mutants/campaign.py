@@ -1,0 +1,199 @@
+"""Judge the suite: run it through the mutant proxy once clean, then once per planted defect.
+
+A defect is *detected* when at least one test that did not fail on the clean run fails (or errors) with the
+defect planted; the tests and requirements that caught it are recorded. The clean run must have no failure
+at all (a failure there is a false alarm of the suite, or a target that is not correct), and the detection
+rate is detected / planted. Each suite run is a separate ``tokenspec run`` process, exactly as users run it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tokenspec.errors import UsageError
+from tokenspec.harness.loopback import running_app
+from tokenspec.harness.mutants.defects import CATALOGUE, DEFECTS, Defect
+from tokenspec.harness.mutants.proxy import MutantProxy
+from tokenspec.progress import say, seconds
+
+FAILING = ("failed", "error", "xpassed")
+
+#: Tests a proxy cannot relay faithfully, left out of every campaign run (clean included), with the reason.
+EXCLUDED = {
+    "refused_from_its_declared_length": "the proxy reads a request body whole before forwarding it, so whether "
+                                        "the server refuses an oversized body from its declared length alone "
+                                        "(ERROR-014, SHOULD) cannot be seen through it",
+}
+
+
+@dataclass
+class Options:
+    """What the suite runs against and how (the flags of ``tokenspec mutants``)."""
+
+    target: str
+    engine: str | None = None
+    reference: str | None = None
+    tokenizer: str | None = None
+    profile: str | None = None
+    expectations: str | None = None
+    model: str | None = None
+    seed: int = 20261201
+    workers: str = "2"
+    max_examples: int = 10
+    timeout: float = 60.0
+
+
+@dataclass
+class DefectResult:
+    name: str
+    area: str
+    requirements: list[str]
+    imitates: str
+    detected: bool
+    caught_by: list[str] = field(default_factory=list)
+    charged: list[str] = field(default_factory=list)  # requirements the catching tests charged
+    seconds: float = 0.0
+    verdict: str = ""
+
+
+@dataclass
+class CampaignReport:
+    target: str
+    seed: int
+    clean_failures: list[str]
+    clean_passed: int
+    results: list[DefectResult]
+    started: str
+    seconds: float
+
+    @property
+    def detection_rate(self) -> float:
+        return sum(r.detected for r in self.results) / len(self.results) if self.results else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target": self.target, "seed": self.seed, "started": self.started, "seconds": round(self.seconds, 1),
+                "detection_rate": round(self.detection_rate, 4), "planted": len(self.results),
+                "detected": sum(r.detected for r in self.results),
+                "clean": {"passed": self.clean_passed, "failures": self.clean_failures},
+                "defects": [asdict(r) for r in self.results]}
+
+    def to_markdown(self) -> str:
+        detected = sum(r.detected for r in self.results)
+        lines = [
+            f"# Mutant campaign: {detected}/{len(self.results)} defects detected"
+            f" ({self.detection_rate:.0%}); clean run: {len(self.clean_failures)} false alarm(s)",
+            "",
+            f"- target `{self.target}` (through the mutant proxy), seed {self.seed}, started {self.started},"
+            f" {seconds(self.seconds)}",
+            f"- clean run: {self.clean_passed} passed, {len(self.clean_failures)} failing",
+            *(f"- left out of every run: tests matching `{name}`: {why}" for name, why in EXCLUDED.items()),
+            *(f"  - FALSE ALARM: {failure}" for failure in self.clean_failures),
+            "",
+            "| defect | area | imitates | breaks | detected | caught by (tests) | charged |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for r in self.results:
+            caught = ", ".join(f"`{t}`" for t in r.caught_by[:4]) + (f" +{len(r.caught_by) - 4}"
+                                                                    if len(r.caught_by) > 4 else "")
+            lines.append(f"| `{r.name}` | {r.area} | {r.imitates} | {', '.join(r.requirements)} |"
+                         f" {'yes' if r.detected else '**ESCAPED**'} | {caught} | {', '.join(r.charged)} |")
+        escaped = [r for r in self.results if not r.detected]
+        if escaped:
+            lines += ["", "## Escaped", "", *(f"- `{r.name}`: {r.imitates}" for r in escaped)]
+        return "\n".join(lines) + "\n"
+
+
+def select(only: Sequence[str] | None) -> list[Defect]:
+    """The defects named by ``--only`` (all when empty); an unknown name is a usage error."""
+    if not only:
+        return list(CATALOGUE)
+    unknown = [name for name in only if name not in DEFECTS]
+    if unknown:
+        raise UsageError(f"unknown defect(s): {', '.join(unknown)} (see `tokenspec mutants --list`)")
+    return [DEFECTS[name] for name in only]
+
+
+@contextmanager
+def _proxies(options: Options) -> Iterator[tuple[MutantProxy, ...]]:
+    """One proxy per URL under test (target, and engine when separate); the reference is never mutated:
+    it is the oracle."""
+    with ExitStack() as stack:
+        proxies = [MutantProxy(options.target, None)]
+        urls = [stack.enter_context(running_app(proxies[0], health=None))]
+        if options.engine:
+            proxies.append(MutantProxy(options.engine, None))
+            urls.append(stack.enter_context(running_app(proxies[1], health=None)))
+        for proxy, url in zip(proxies, urls, strict=True):
+            proxy.url = url
+        yield tuple(proxies)
+
+
+def _suite(options: Options, proxies: Sequence[MutantProxy], report: Path) -> dict[str, Any]:
+    command = [sys.executable, "-m", "tokenspec", "run", "--target", proxies[0].url,
+               "--report", str(report), "--seed", str(options.seed), "-n", options.workers,
+               "--max-examples", str(options.max_examples), "--timeout", str(options.timeout),
+               "-k", " and ".join(f"not {name}" for name in EXCLUDED)]
+    if len(proxies) > 1:
+        command += ["--engine", proxies[1].url]
+    for flag, value in (("--reference", options.reference), ("--tokenizer", options.tokenizer),
+                        ("--profile", options.profile), ("--expectations", options.expectations),
+                        ("--model", options.model)):
+        if value:
+            command += [flag, value]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
+    path = report / "report.json"
+    if not path.is_file():
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise UsageError(f"the suite did not run through the proxy: {tail[0]}")
+    return json.loads(path.read_text())
+
+
+def _outcomes(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {t["nodeid"]: t for t in report["tests"]}
+
+
+def run_campaign(options: Options, defects: Sequence[Defect], report_dir: Path) -> CampaignReport:
+    from datetime import UTC, datetime
+
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    started = time.monotonic()
+    report_dir.mkdir(parents=True, exist_ok=True)
+    runs = report_dir / "runs"
+    with _proxies(options) as proxies:
+        say(f"clean run through the proxy (no defect), seed {options.seed} ...")
+        clean = _suite(options, proxies, runs / "clean")
+        clean_tests = _outcomes(clean)
+        clean_failures = [f"{t['nodeid']}: {t['message'][:300]}" for t in clean["tests"] if t["outcome"] in FAILING]
+        say(f"clean run: {clean['headline']}")
+        results = []
+        for number, defect in enumerate(defects, 1):
+            for proxy in proxies:
+                proxy.defect = defect
+            began = time.monotonic()
+            run = _suite(options, proxies, runs / defect.name)
+            caught = [t for t in run["tests"] if t["outcome"] in FAILING
+                      and clean_tests.get(t["nodeid"], {}).get("outcome") not in FAILING]
+            result = DefectResult(
+                defect.name, defect.area, list(defect.requirements), defect.imitates, bool(caught),
+                caught_by=[t["nodeid"] for t in caught],
+                charged=sorted({r for t in caught for r in (t.get("failed_requirements") or t["requirement_ids"])}),
+                seconds=round(time.monotonic() - began, 1), verdict=run["headline"])
+            results.append(result)
+            say(f"[{number}/{len(defects)}] {defect.name}: "
+                + (f"detected by {len(caught)} test(s)" if caught else "ESCAPED") + f" ({seconds(result.seconds)})")
+        for proxy in proxies:
+            proxy.defect = None
+    report = CampaignReport(options.target, options.seed, clean_failures,
+                            sum(1 for t in clean["tests"] if t["outcome"] == "passed"), results, started_at,
+                            time.monotonic() - started)
+    (report_dir / "mutants.json").write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+    (report_dir / "mutants.md").write_text(report.to_markdown())
+    return report

@@ -1,0 +1,692 @@
+"""The defect catalogue: realistic ways two teams' implementations of the pipeline disagree.
+
+Each defect is one named bug, planted by the mutant proxy between the suite and a correct server: it rewrites
+a request before the server sees it, a JSON answer after, or the events of an SSE stream. Each says which
+real-world bug it imitates and which requirement(s) it breaks; the campaign measures which tests catch it.
+
+Defects work on the wire format only (paths, JSON fields), never on a server's internals, so one catalogue
+judges the suite against any correct target: the reference server, vLLM, or anyone's.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import unicodedata
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+CHAT_RENDER = "/v1/chat/completions/render"
+COMPLETIONS_RENDER = "/v1/completions/render"
+CHAT_DERENDER = "/v1/chat/completions/derender"
+COMPLETIONS_DERENDER = "/v1/completions/derender"
+GENERATE = "/inference/v1/generate"
+RENDERS = (CHAT_RENDER, COMPLETIONS_RENDER)
+DERENDERS = (CHAT_DERENDER, COMPLETIONS_DERENDER)
+ONE_MIB = 1 << 20
+
+
+@dataclass
+class Reply:
+    """A whole HTTP answer (JSON answers are buffered; SSE streams go event by event through ``on_event``)."""
+
+    status: int
+    content_type: str
+    body: bytes
+
+    def json(self) -> Any:
+        if not self.content_type.startswith("application/json"):
+            return None
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            return None
+
+    @classmethod
+    def of_json(cls, status: int, value: Any) -> Reply:
+        return cls(status, "application/json", json.dumps(value, ensure_ascii=False).encode())
+
+
+#: on_request(path, raw body) -> the body the server gets, or a Reply that answers without the server
+RequestHook = Callable[[str, bytes], "bytes | Reply"]
+#: on_response(path, parsed request body or None, the server's reply) -> the reply the client gets
+ResponseHook = Callable[[str, Any, Reply], Reply]
+#: on_event(path, parsed request body, one SSE data value: parsed JSON or "[DONE]") -> the events to send
+EventHook = Callable[[str, Any, Any], list[Any]]
+
+
+@dataclass(frozen=True)
+class Defect:
+    """One planted bug: its name, the area it lives in, the requirement(s) it breaks, and the real bug it
+    imitates (one sentence)."""
+
+    name: str
+    area: str
+    requirements: tuple[str, ...]
+    imitates: str
+    on_request: RequestHook | None = None
+    on_response: ResponseHook | None = None
+    on_event: EventHook | None = None
+    needs: tuple[str, ...] = field(default=())  # roles the defect needs to show: "engine", "reference"
+
+
+# -- helpers ----------------------------------------------------------------------------------------------
+
+
+def parse(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def is_stream(request: Any) -> bool:
+    return isinstance(request, dict) and request.get("stream") is True
+
+
+def edit_answer(paths: tuple[str, ...], edit: Callable[[Any, Any], None], *, stream: bool | None = None,
+                ) -> ResponseHook:
+    """A response hook that applies ``edit(answer, request)`` in place to 2xx JSON answers of ``paths``
+    (only streaming or only non-streaming requests when ``stream`` says so)."""
+
+    def hook(path: str, request: Any, reply: Reply) -> Reply:
+        if path not in paths or reply.status >= 300 or (stream is not None and is_stream(request) != stream):
+            return reply
+        value = reply.json()
+        if value is None:
+            return reply
+        edit(value, request)
+        return Reply.of_json(reply.status, value)
+
+    return hook
+
+
+def edit_request(paths: tuple[str, ...], edit: Callable[[dict[str, Any]], None]) -> RequestHook:
+    """A request hook that applies ``edit(body)`` in place to JSON object bodies sent to ``paths``."""
+
+    def hook(path: str, body: bytes) -> bytes | Reply:
+        request = parse(body)
+        if path not in paths or not isinstance(request, dict):
+            return body
+        edit(request)
+        return json.dumps(request, ensure_ascii=False).encode()
+
+    return hook
+
+
+def generate_requests(answer: Any) -> Iterator[dict[str, Any]]:
+    """The generate request(s) a render answered (one for chat, a list for completions)."""
+    for item in answer if isinstance(answer, list) else [answer]:
+        if isinstance(item, dict):
+            yield item
+
+
+def sampling(answer: Any) -> Iterator[dict[str, Any]]:
+    for request in generate_requests(answer):
+        if isinstance(request.get("sampling_params"), dict):
+            yield request["sampling_params"]
+
+
+def choices(answer: Any) -> list[dict[str, Any]]:
+    found = answer.get("choices") if isinstance(answer, dict) else None
+    return [c for c in found if isinstance(c, dict)] if isinstance(found, list) else []
+
+
+def messages(answer: Any) -> Iterator[dict[str, Any]]:
+    for choice in choices(answer):
+        if isinstance(choice.get("message"), dict):
+            yield choice["message"]
+
+
+def deltas(answer: Any) -> Iterator[dict[str, Any]]:
+    """The chat deltas of a streaming derender answer ``{chunk, stream_state}``."""
+    chunk = answer.get("chunk") if isinstance(answer, dict) else None
+    for choice in choices(chunk):
+        if isinstance(choice.get("delta"), dict):
+            yield choice["delta"]
+
+
+def stream_choices(answer: Any) -> list[dict[str, Any]]:
+    return choices(answer.get("chunk") if isinstance(answer, dict) else None)
+
+
+def each_event(edit: Callable[[dict[str, Any], int], list[Any]], paths: tuple[str, ...] = (GENERATE,)) -> EventHook:
+    """An SSE hook calling ``edit(event, index)`` on each JSON event of ``paths`` (index counts the stream's
+    JSON events); ``[DONE]`` and other paths pass untouched."""
+    counters: dict[int, int] = {}
+
+    def hook(path: str, request: Any, event: Any) -> list[Any]:
+        if path not in paths or not isinstance(event, dict):
+            return [event]
+        key = id(request)
+        index = counters.get(key, 0)
+        counters[key] = index + 1
+        return edit(event, index)
+
+    return hook
+
+
+def _all_messages_edit(edit: Callable[[dict[str, Any]], None]) -> Callable[[Any, Any], None]:
+    return lambda answer, request: [edit(m) for m in messages(answer)]
+
+
+# -- render -----------------------------------------------------------------------------------------------
+
+_NOISE = random.Random()  # unseeded on purpose: the defect is that two equal requests render differently
+
+
+def _append_noise(answer: Any, request: Any) -> None:
+    for generate_request in generate_requests(answer):
+        if isinstance(generate_request.get("token_ids"), list):
+            generate_request["token_ids"].append(_NOISE.randrange(1, 1000))  # inside any real vocabulary
+
+
+def _ids_as_strings(answer: Any, request: Any) -> None:
+    for generate_request in generate_requests(answer):
+        if isinstance(generate_request.get("token_ids"), list):
+            generate_request["token_ids"] = [str(i) for i in generate_request["token_ids"]]
+
+
+def _first_prompt_only(answer: Any, request: Any) -> None:
+    if isinstance(answer, list) and len(answer) > 1:
+        del answer[1:]
+
+
+def _set_param(name: str, value: Any) -> Callable[[Any, Any], None]:
+    def edit(answer: Any, request: Any) -> None:
+        for params in sampling(answer):
+            params[name] = value
+    return edit
+
+
+def _drop_param(name: str) -> Callable[[Any, Any], None]:
+    def edit(answer: Any, request: Any) -> None:
+        for params in sampling(answer):
+            params.pop(name, None)
+    return edit
+
+
+def _drop_default_params(answer: Any, request: Any) -> None:
+    for params in sampling(answer):
+        if params.get("n") == 1:
+            del params["n"]
+        if params.get("top_k") == 0:
+            del params["top_k"]
+
+
+def _drop_system(request: dict[str, Any]) -> None:
+    if isinstance(request.get("messages"), list):
+        request["messages"] = [m for m in request["messages"]
+                               if not (isinstance(m, dict) and m.get("role") in ("system", "developer"))] or \
+            request["messages"]
+
+
+def _drop_tools(request: dict[str, Any]) -> None:
+    request.pop("tools", None)
+    request.pop("tool_choice", None)
+
+
+def _nfkc(request: dict[str, Any]) -> None:
+    def norm(value: Any) -> Any:
+        if isinstance(value, str):
+            return unicodedata.normalize("NFKC", value)
+        if isinstance(value, list):
+            return [norm(v) for v in value]
+        if isinstance(value, dict):
+            return {k: norm(v) if k in ("content", "text", "prompt") else v for k, v in value.items()}
+        return value
+
+    for key in ("messages", "prompt"):
+        if key in request:
+            request[key] = norm(request[key])
+
+
+def _fresh_request_id(answer: Any, request: Any) -> None:
+    for generate_request in generate_requests(answer):
+        if "request_id" in generate_request:
+            generate_request["request_id"] = f"req-{_NOISE.getrandbits(48):012x}"
+
+
+# -- generate ---------------------------------------------------------------------------------------------
+
+
+def _double_max_tokens(request: dict[str, Any]) -> None:
+    params = request.get("sampling_params")
+    if isinstance(params, dict) and isinstance(params.get("max_tokens"), int) and params["max_tokens"] > 0:
+        params["max_tokens"] = params["max_tokens"] * 2 + 1
+
+
+def _drop_sampling_field(name: str) -> Callable[[dict[str, Any]], None]:
+    def edit(request: dict[str, Any]) -> None:
+        if isinstance(request.get("sampling_params"), dict):
+            request["sampling_params"].pop(name, None)
+    return edit
+
+
+def _length_as_stop(answer: Any, request: Any) -> None:
+    for choice in choices(answer):
+        if choice.get("finish_reason") == "length":
+            choice["finish_reason"] = "stop"
+
+
+def _drop_choice_field(name: str) -> Callable[[Any, Any], None]:
+    def edit(answer: Any, request: Any) -> None:
+        for choice in choices(answer):
+            if choice.get(name) is not None:
+                choice[name] = None
+    return edit
+
+
+def _prompt_tokens_plus_one(answer: Any, request: Any) -> None:
+    usage = answer.get("usage") if isinstance(answer, dict) else None
+    if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
+        usage["prompt_tokens"] += 1
+        if isinstance(usage.get("total_tokens"), int):
+            usage["total_tokens"] += 1
+
+
+def _drop_last_token(answer: Any, request: Any) -> None:
+    for choice in choices(answer):
+        if isinstance(choice.get("token_ids"), list) and len(choice["token_ids"]) > 1:
+            choice["token_ids"].pop()
+
+
+def _swallow_generate_errors(path: str, request: Any, reply: Reply) -> Reply:
+    if path != GENERATE or not 400 <= reply.status < 500 or reply.status == 404 or is_stream(request):
+        return reply
+    return Reply.of_json(200, {"request_id": "generate-swallowed", "choices": [
+        {"index": 0, "token_ids": [], "finish_reason": "stop", "logprobs": None}], "usage": None})
+
+
+def _drop_done(path: str, request: Any, event: Any) -> list[Any]:
+    return [] if path == GENERATE and event == "[DONE]" else [event]
+
+
+def _repeat_first(event: dict[str, Any], index: int) -> list[Any]:
+    return [event, event] if index == 0 else [event]
+
+
+def _final_without_finish_reason(event: dict[str, Any], index: int) -> list[Any]:
+    for choice in choices(event):
+        choice["finish_reason"] = None
+    return [event]
+
+
+# -- derender ---------------------------------------------------------------------------------------------
+
+
+def _drop_usage(answer: Any, request: Any) -> None:
+    answer.pop("usage", None)
+
+
+def _usage_off_by_one(answer: Any, request: Any) -> None:
+    usage = answer.get("usage")
+    if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+        usage["completion_tokens"] += 1
+        if isinstance(usage.get("total_tokens"), int):
+            usage["total_tokens"] += 1
+
+
+def _replacement_char(message: dict[str, Any]) -> None:
+    content = message.get("content")
+    if isinstance(content, str):
+        at = next((i for i, ch in enumerate(content) if len(ch.encode()) > 1), None)
+        if at is not None:
+            message["content"] = content[:at] + "\ufffd" + content[at + 1:]
+
+
+def _reasoning_into_content(message: dict[str, Any]) -> None:
+    if message.get("reasoning"):
+        message["content"] = message.pop("reasoning") + (message.get("content") or "")
+        message["reasoning"] = None
+
+
+def _drop_reasoning(message: dict[str, Any]) -> None:
+    if message.get("reasoning"):
+        message["reasoning"] = None
+
+
+def _upper(message: dict[str, Any]) -> None:
+    if isinstance(message.get("content"), str):
+        message["content"] = message["content"].upper()
+
+
+def _strip(message: dict[str, Any]) -> None:
+    if isinstance(message.get("content"), str):
+        message["content"] = message["content"].strip()
+
+
+def _tool_calls(message: dict[str, Any]) -> list[dict[str, Any]]:
+    calls = message.get("tool_calls")
+    return [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+
+
+def _arguments_as_object(message: dict[str, Any]) -> None:
+    for call in _tool_calls(message):
+        function = call.get("function") or {}
+        try:
+            function["arguments"] = json.loads(function.get("arguments") or "")
+        except (TypeError, ValueError):
+            pass
+
+
+def _empty_tool_call_ids(message: dict[str, Any]) -> None:
+    for call in _tool_calls(message):
+        call["id"] = ""
+
+
+def _tool_calls_left_as_markup(answer: Any, request: Any) -> None:
+    for choice in choices(answer):
+        message = choice.get("message") or {}
+        calls = _tool_calls(message)
+        if not calls:
+            continue
+        markup = "".join(
+            "<tool_call>\n" + json.dumps({"name": (c.get("function") or {}).get("name"),
+                                          "arguments": (c.get("function") or {}).get("arguments")}) + "\n</tool_call>"
+            for c in calls)
+        message["content"] = (message.get("content") or "") + markup
+        message["tool_calls"] = []
+        if choice.get("finish_reason") == "tool_calls":
+            choice["finish_reason"] = "stop"
+
+
+def _tool_calls_finish_as_stop(answer: Any, request: Any) -> None:
+    for choice in choices(answer):
+        if choice.get("finish_reason") == "tool_calls":
+            choice["finish_reason"] = "stop"
+
+
+def _first_choice_only(answer: Any, request: Any) -> None:
+    if len(choices(answer)) > 1:
+        answer["choices"] = choices(answer)[:1]
+
+
+def _finish_reason_null(answer: Any, request: Any) -> None:
+    for choice in choices(answer):
+        choice["finish_reason"] = None
+
+
+def _non_negative(ids: Any) -> Any:
+    if isinstance(ids, list):
+        return [_non_negative(i) for i in ids]
+    return 0 if isinstance(ids, int) and not isinstance(ids, bool) and ids < 0 else ids
+
+
+def _clamp_negative_ids(request: dict[str, Any]) -> None:
+    responses = [request.get("generate_response"), request.get("generate_chunk"),
+                 *(request.get("generate_responses") or [])]
+    for response in responses:
+        for choice in choices(response):
+            if "token_ids" in choice:
+                choice["token_ids"] = _non_negative(choice["token_ids"])
+    if "prompt_token_ids" in request:
+        request["prompt_token_ids"] = _non_negative(request["prompt_token_ids"])
+
+
+# -- streaming derender -----------------------------------------------------------------------------------
+
+
+def _drop_last_char(answer: Any, request: Any) -> None:
+    for choice in stream_choices(answer):
+        delta = choice.get("delta")
+        if isinstance(delta, dict) and isinstance(delta.get("content"), str) and delta["content"]:
+            delta["content"] = delta["content"][:-1]
+        if isinstance(choice.get("text"), str) and choice["text"]:
+            choice["text"] = choice["text"][:-1]
+
+
+def _forget_state(request: dict[str, Any]) -> None:
+    if request.get("stream") is True:
+        request.pop("stream_state", None)
+
+
+def _stream_reasoning_into_content(answer: Any, request: Any) -> None:
+    for delta in deltas(answer):
+        if delta.get("reasoning"):
+            delta["content"] = delta.pop("reasoning") + (delta.get("content") or "")
+
+
+def _stream_finish_reason_dropped(answer: Any, request: Any) -> None:
+    for choice in stream_choices(answer):
+        choice["finish_reason"] = None
+
+
+# -- errors -----------------------------------------------------------------------------------------------
+
+
+def _error_without_error_object(path: str, request: Any, reply: Reply) -> Reply:
+    return Reply.of_json(reply.status, {"detail": "bad"}) if 400 <= reply.status < 500 else reply
+
+
+def _500_on_bad_input(path: str, request: Any, reply: Reply) -> Reply:
+    return Reply(500, "text/plain; charset=utf-8", b"Internal Server Error") if 400 <= reply.status < 500 else reply
+
+
+def _oversized_500(path: str, body: bytes) -> bytes | Reply:
+    if len(body) <= ONE_MIB:
+        return body
+    return Reply.of_json(500, {"error": {"message": "body too large", "type": "InternalServerError", "param": None,
+                                         "code": 500}})
+
+
+def _ignore_model(request: dict[str, Any]) -> None:
+    request.pop("model", None)
+
+
+def _error_code_500(path: str, request: Any, reply: Reply) -> Reply:
+    value = reply.json() if 400 <= reply.status < 500 else None
+    if isinstance(value, dict) and isinstance(value.get("error"), dict):
+        value["error"]["code"] = 500
+        return Reply.of_json(reply.status, value)
+    return reply
+
+
+def _404_as_400(path: str, request: Any, reply: Reply) -> Reply:
+    if reply.status != 404 or reply.json() is None:
+        return reply
+    value = reply.json()
+    if isinstance(value, dict) and isinstance(value.get("error"), dict):
+        value["error"]["code"] = 400
+    return Reply.of_json(400, value)
+
+
+# -- utilities and models ---------------------------------------------------------------------------------
+
+
+def _count_plus_one(answer: Any, request: Any) -> None:
+    if isinstance(answer.get("count"), int):
+        answer["count"] += 1
+
+
+def _lstrip_prompt(answer: Any, request: Any) -> None:
+    if isinstance(answer.get("prompt"), str):
+        answer["prompt"] = answer["prompt"].lstrip()
+
+
+def _models_edit(edit: Callable[[dict[str, Any]], None]) -> ResponseHook:
+    def hook(path: str, request: Any, reply: Reply) -> Reply:
+        value = reply.json() if path == "/v1/models" and reply.status == 200 else None
+        if not isinstance(value, dict) or not isinstance(value.get("data"), list):
+            return reply
+        for card in value["data"]:
+            if isinstance(card, dict):
+                edit(card)
+        return Reply.of_json(reply.status, value)
+    return hook
+
+
+CATALOGUE: tuple[Defect, ...] = (
+    # render
+    Defect("render-nondeterministic", "render", ("RENDER-003",),
+           "a frontend that samples a cache-salt token into the prompt, so equal requests render differently",
+           on_response=edit_answer(RENDERS, _append_noise)),
+    Defect("render-no-generation-prompt", "render", ("RENDER-005", "PARITY-005"),
+           "add_generation_prompt is not passed to the chat template, so the assistant header is missing",
+           on_request=edit_request((CHAT_RENDER,), lambda r: r.__setitem__("add_generation_prompt", False))),
+    Defect("render-drops-system", "render", ("RENDER-005", "PARITY-005"),
+           "a message converter that keeps only user/assistant/tool roles and silently drops the system prompt",
+           on_request=edit_request((CHAT_RENDER,), _drop_system)),
+    Defect("render-ignores-tools", "render", ("RENDER-005", "PARITY-005"),
+           "the tools list never reaches the chat template (a Go frontend that forgot to forward it)",
+           on_request=edit_request((CHAT_RENDER,), _drop_tools)),
+    Defect("render-ignores-continue-final", "render", ("RENDER-005",),
+           "continue_final_message is dropped, so the final assistant turn is closed instead of continued",
+           on_request=edit_request((CHAT_RENDER,), lambda r: r.pop("continue_final_message", None))),
+    Defect("render-nfkc", "render", ("RENDER-005", "PARITY-005"),
+           "the frontend NFKC-normalises text before tokenising (ligatures and full-width forms change ids)",
+           on_request=edit_request(RENDERS, _nfkc)),
+    Defect("render-max-tokens-fixed", "render", ("RENDER-011", "RENDER-012"),
+           "max_tokens hard-coded to 16 instead of the request's value or the context left",
+           on_response=edit_answer(RENDERS, _set_param("max_tokens", 16))),
+    Defect("render-drops-stop", "render", ("RENDER-008",),
+           "stop strings from the request are lost on the way into sampling_params",
+           on_response=edit_answer(RENDERS, _set_param("stop", []))),
+    Defect("render-temperature-default", "render", ("RENDER-006",),
+           "temperature from the request replaced by the model's default",
+           on_response=edit_answer(RENDERS, _set_param("temperature", 0.7))),
+    Defect("render-drops-default-params", "render", ("RENDER-006",),
+           "a frontend that omits parameters whose value equals its own default (n=1, top_k=0), though the "
+           "engine's defaults may differ",
+           on_response=edit_answer(RENDERS, _drop_default_params)),
+    Defect("render-drops-seed", "render", ("RENDER-008",),
+           "seed is not forwarded, so seeded requests are not reproducible",
+           on_response=edit_answer(RENDERS, _drop_param("seed"))),
+    Defect("render-ids-as-strings", "render", ("SCHEMA-001", "SCHEMA-004"),
+           "a frontend that serialises token ids as JSON strings",
+           on_response=edit_answer(RENDERS, _ids_as_strings)),
+    Defect("render-first-prompt-only", "render", ("RENDER-002",),
+           "a batched completions prompt answered for its first element only",
+           on_response=edit_answer((COMPLETIONS_RENDER,), _first_prompt_only)),
+    Defect("render-fresh-request-id", "render", ("RENDER-003",),
+           "the client's request_id is replaced by a server-generated one",
+           on_response=edit_answer(RENDERS, _fresh_request_id)),
+    # generate
+    Defect("generate-overshoots-max-tokens", "generate", ("GENERATE-005",),
+           "an engine that uses its own max_tokens default instead of the request's",
+           on_request=edit_request((GENERATE,), _double_max_tokens), needs=("engine",)),
+    Defect("generate-length-as-stop", "generate", ("GENERATE-005",),
+           "finish_reason reports stop when generation hit max_tokens",
+           on_response=edit_answer((GENERATE,), _length_as_stop), needs=("engine",)),
+    Defect("generate-drops-logprobs", "generate", ("GENERATE-012", "GENERATE-013"),
+           "logprobs requested but not returned (the engine's logprobs processor is not wired up)",
+           on_response=edit_answer((GENERATE,), _drop_choice_field("logprobs")), needs=("engine",)),
+    Defect("generate-prompt-tokens-off", "generate", ("GENERATE-006",),
+           "usage.prompt_tokens counts the BOS token twice",
+           on_response=edit_answer((GENERATE,), _prompt_tokens_plus_one), needs=("engine",)),
+    Defect("generate-drops-last-token", "generate", ("GENERATE-005", "GENERATE-007"),
+           "an off-by-one slice of the output drops the last generated token",
+           on_response=edit_answer((GENERATE,), _drop_last_token), needs=("engine",)),
+    Defect("generate-swallows-errors", "generate", ("ERROR-015",),
+           "an engine that turns validation errors into an empty 200 completion",
+           on_response=_swallow_generate_errors, needs=("engine",)),
+    Defect("generate-ignores-seed", "generate", ("GENERATE-015",),
+           "seed is not passed to the sampler",
+           on_request=edit_request((GENERATE,), _drop_sampling_field("seed")), needs=("engine",)),
+    Defect("generate-ignores-stop-token-ids", "generate", ("GENERATE-016",),
+           "stop_token_ids are ignored by the engine",
+           on_request=edit_request((GENERATE,), _drop_sampling_field("stop_token_ids")), needs=("engine",)),
+    Defect("generate-stream-no-done", "generate", ("STREAM-001",),
+           "the SSE stream ends without the [DONE] sentinel",
+           on_event=_drop_done, needs=("engine",)),
+    Defect("generate-stream-repeats-chunk", "generate", ("STREAM-003",),
+           "a retry in the streaming loop sends the first chunk twice",
+           on_event=each_event(_repeat_first), needs=("engine",)),
+    Defect("generate-stream-no-finish-reason", "generate", ("STREAM-004",),
+           "the last SSE chunk carries no finish_reason",
+           on_event=each_event(_final_without_finish_reason), needs=("engine",)),
+    # derender
+    Defect("derender-drops-usage", "derender", ("SCHEMA-006",),
+           "chat derender answers without usage",
+           on_response=edit_answer((CHAT_DERENDER,), _drop_usage, stream=False)),
+    Defect("derender-usage-off-by-one", "derender", ("DERENDER-003",),
+           "completion_tokens counts the EOS token that was stripped from the text",
+           on_response=edit_answer(DERENDERS, _usage_off_by_one, stream=False)),
+    Defect("derender-replacement-char", "derender", ("DERENDER-007",),
+           "token-by-token decoding that emits U+FFFD for a multi-byte character split across tokens",
+           on_response=edit_answer((CHAT_DERENDER,), _all_messages_edit(_replacement_char), stream=False)),
+    Defect("derender-reasoning-into-content", "derender", ("DERENDER-001",),
+           "the parser splits, then the server serialises the reasoning into content",
+           on_response=edit_answer((CHAT_DERENDER,), _all_messages_edit(_reasoning_into_content), stream=False)),
+    Defect("derender-drops-reasoning", "derender", ("DERENDER-001",),
+           "reasoning is parsed but the field is not serialised (looks like no reasoning parser)",
+           on_response=edit_answer((CHAT_DERENDER,), _all_messages_edit(_drop_reasoning), stream=False)),
+    Defect("derender-content-upper", "derender", ("PARITY-002",),
+           "a post-processing hook that rewrites content (here: upper-cases it)",
+           on_response=edit_answer((CHAT_DERENDER,), _all_messages_edit(_upper))),
+    Defect("derender-strips-whitespace", "derender", ("PARITY-001", "STREAM-008"),
+           "content is .strip()-ed after parsing, losing leading and trailing whitespace",
+           on_response=edit_answer((CHAT_DERENDER,), _all_messages_edit(_strip), stream=False)),
+    Defect("derender-arguments-as-object", "derender", ("SCHEMA-006", "PARITY-004"),
+           "tool-call arguments returned as a JSON object instead of a JSON string",
+           on_response=edit_answer((CHAT_DERENDER,), _all_messages_edit(_arguments_as_object), stream=False)),
+    Defect("derender-tool-calls-as-markup", "derender", ("DERENDER-001", "PARITY-004"),
+           "no tool parser configured: the raw <tool_call> markup is returned as content",
+           on_response=edit_answer((CHAT_DERENDER,), _tool_calls_left_as_markup, stream=False)),
+    Defect("derender-tool-finish-as-stop", "derender", ("DERENDER-006",),
+           "finish_reason stays stop when tool calls were parsed",
+           on_response=edit_answer((CHAT_DERENDER,), _tool_calls_finish_as_stop, stream=False)),
+    Defect("derender-empty-tool-call-id", "derender", ("DERENDER-001",),
+           "tool calls get an empty id, so the client cannot answer them",
+           on_response=edit_answer((CHAT_DERENDER,), _all_messages_edit(_empty_tool_call_ids), stream=False)),
+    Defect("derender-first-choice-only", "derender", ("DERENDER-017",),
+           "completions derender answers only the first of several generate responses",
+           on_response=edit_answer((COMPLETIONS_DERENDER,), _first_choice_only, stream=False)),
+    Defect("derender-drops-logprobs", "derender", ("DERENDER-018", "PARITY-008"),
+           "logprobs present in the generate response are not carried into the OpenAI answer",
+           on_response=edit_answer(DERENDERS, _drop_choice_field("logprobs"), stream=False)),
+    Defect("derender-finish-reason-null", "derender", ("DERENDER-006",),
+           "finish_reason is not mapped and comes out null",
+           on_response=edit_answer(DERENDERS, _finish_reason_null, stream=False)),
+    Defect("derender-accepts-negative-ids", "derender", ("DERENDER-013",),
+           "negative token ids are clamped to 0 instead of refused",
+           on_request=edit_request(DERENDERS, _clamp_negative_ids)),
+    # streaming derender
+    Defect("stream-derender-drops-last-char", "stream-derender", ("STREAM-008",),
+           "the incremental detokenizer holds back the last character of every delta and never flushes it",
+           on_response=edit_answer(DERENDERS, _drop_last_char, stream=True)),
+    Defect("stream-derender-forgets-state", "stream-derender", ("STREAM-008", "STREAM-010"),
+           "a stateless server that ignores the stream_state the client carries",
+           on_request=edit_request(DERENDERS, _forget_state)),
+    Defect("stream-derender-reasoning-into-content", "stream-derender", ("STREAM-008",),
+           "the streaming reasoning parser is not wired up: reasoning deltas arrive as content",
+           on_response=edit_answer((CHAT_DERENDER,), _stream_reasoning_into_content, stream=True)),
+    Defect("stream-derender-no-finish-reason", "stream-derender", ("STREAM-014",),
+           "the last streamed chunk carries no finish_reason",
+           on_response=edit_answer(DERENDERS, _stream_finish_reason_dropped, stream=True)),
+    # errors
+    Defect("error-without-error-object", "errors", ("ERROR-001",),
+           'a framework default error body ({"detail": ...}) instead of the OpenAI error object',
+           on_response=_error_without_error_object),
+    Defect("500-on-bad-input", "errors", ("ERROR-003",),
+           "validation errors escape as 500 Internal Server Error",
+           on_response=_500_on_bad_input),
+    Defect("oversized-500", "errors", ("ERROR-008",),
+           "a body over the size limit crashes the handler instead of a 413",
+           on_request=_oversized_500),
+    Defect("unknown-model-served", "errors", ("ERROR-004",),
+           "the model field is ignored, so a typo'd model name is served by whatever is loaded",
+           on_request=edit_request((*RENDERS, *DERENDERS, GENERATE, "/tokenize", "/detokenize"), _ignore_model)),
+    Defect("error-code-mismatch", "errors", ("ERROR-002",),
+           "error.code hard-coded to 500 whatever the HTTP status",
+           on_response=_error_code_500),
+    Defect("model-not-found-as-400", "errors", ("ERROR-004",),
+           "an unknown model answered 400 instead of 404",
+           on_response=_404_as_400),
+    # utilities and models
+    Defect("tokenize-count-off", "utilities", ("UTIL-001",),
+           "count computed before the special tokens were added",
+           on_response=edit_answer(("/tokenize",), _count_plus_one)),
+    Defect("detokenize-lstrip", "utilities", ("UTIL-003",),
+           "detokenize strips the leading space SentencePiece-style",
+           on_response=edit_answer(("/detokenize",), _lstrip_prompt)),
+    Defect("models-drop-max-model-len", "utilities", ("UTIL-008",),
+           "the /v1/models card lacks max_model_len, so clients cannot size prompts",
+           on_response=_models_edit(lambda card: card.pop("max_model_len", None))),
+    Defect("token-native-version-dropped", "token-native", ("TOKNAT-008",),
+           "tokenizer_version is not published, so token-native looks unsupported",
+           on_response=_models_edit(lambda card: card.pop("tokenizer_version", None))),
+)
+
+DEFECTS: dict[str, Defect] = {d.name: d for d in CATALOGUE}
