@@ -1,7 +1,8 @@
 """Hypothesis strategies for requests the suite sends: conversations, prompts, token IDs, sampling values.
 
 Text strategies avoid lone surrogates (not encodable as UTF-8 JSON) and NUL, and mix ASCII with accented
-Latin, CJK and emoji, because UTF-8 characters split across byte-level tokens are where detokenizers break.
+Latin, CJK, emoji and compatibility characters, because UTF-8 characters split across byte-level tokens are
+where detokenizers break, and Unicode normalisation is where renderers quietly change a prompt.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ PIECES = st.one_of(
     st.sampled_from(list("éèàçüöñßøåÉ")),
     st.sampled_from(list("東京日本語中文字漢")),
     st.sampled_from(["😀", "🚀", "👍🏽", "🇫🇷", "✨"]),
+    st.sampled_from(list("ﬁＡ①½ｶ")),  # compatibility characters: NFKC would change them, a tokenizer must not
     st.sampled_from(["\n", " ", "  "]),
 )
 text = st.lists(PIECES, min_size=1, max_size=24).map("".join)

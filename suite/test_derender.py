@@ -200,7 +200,7 @@ def test_token_ids_echoed_only_on_request(api, target, codec, capabilities, flag
     assert echoed == (ids if flag else None)
 
 
-@pytest.mark.req("DERENDER-001", "DERENDER-006")
+@pytest.mark.req("DERENDER-001", "DERENDER-006", "DERENDER-026")
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("shape", list(shapes()))
 def test_parser_family_split(api, target, codec, capabilities, shape, variant) -> None:

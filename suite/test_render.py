@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from tokenspec.specs.openapi import component_validator
@@ -60,8 +60,18 @@ def test_token_id_prompts_pass_through_unchanged(api, target, codec, data) -> No
     assert [r["token_ids"] for r in out] == expected
 
 
+#: A conversation every render must keep whole: a system turn, history, compatibility characters, spaces.
+EXAMPLE_CONVERSATION = {"messages": [
+    {"role": "system", "content": " You are ﬁne: answer in Ａ① style. "},
+    {"role": "user", "content": "Hi"},
+    {"role": "assistant", "content": "Hello!"},
+    {"role": "user", "content": [{"type": "text", "text": "two  spaces ½"}]},
+]}
+
+
 @pytest.mark.req("RENDER-005", "UTIL-002")
 @given(body=strategies.conversations(with_tools=False))
+@example(body=EXAMPLE_CONVERSATION)
 def test_chat_render_equals_tokenize_of_the_same_messages(api, target, body) -> None:
     rendered = api.post_ok(CHAT, {"model": target.model, **body})
     tokenized = api.post_ok("/tokenize", {"model": target.model, **body, "add_generation_prompt": True})
@@ -70,6 +80,7 @@ def test_chat_render_equals_tokenize_of_the_same_messages(api, target, body) -> 
 
 @pytest.mark.req("RENDER-005")
 @given(body=strategies.conversations())
+@example(body={**EXAMPLE_CONVERSATION, "tools": [TOOL]})
 def test_render_detokenizes_to_the_text_the_chat_template_defines(api, target, codec, capabilities, tokenizer_dir,
                                                                  body) -> None:
     """Independent of the server's own /tokenize: the model folder's template, rendered here, is the oracle."""
@@ -82,6 +93,21 @@ def test_render_detokenizes_to_the_text_the_chat_template_defines(api, target, c
     )
     rendered = api.post_ok(CHAT, {"model": target.model, **body})
     assert codec.decode(rendered["token_ids"]) == expected
+
+
+@pytest.mark.req("RENDER-005")
+def test_continue_final_message_continues_the_last_assistant_turn(api, target, codec, tokenizer_dir) -> None:
+    """With continue_final_message the prompt ends inside the final assistant turn, as the template defines it
+    (a frontend that drops the flag closes that turn and opens a new one)."""
+    from tokenspec.chat_template import ChatTemplate
+
+    messages = [{"role": "user", "content": "Count to three."}, {"role": "assistant", "content": "One, two,"}]
+    expected = ChatTemplate.from_model_dir(tokenizer_dir).render(messages, add_generation_prompt=False,
+                                                                 continue_final_message=True)
+    rendered = api.post_ok(CHAT, {"model": target.model, "messages": messages, "add_generation_prompt": False,
+                                  "continue_final_message": True})
+    assert codec.decode(rendered["token_ids"]) == expected
+    assert expected.endswith("One, two,"), "the oracle itself must end inside the assistant turn"
 
 
 # (request field, sampling_params field, value equal to the usual engine default, a non-default value)

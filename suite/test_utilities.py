@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 
 from tokenspec.suite import strategies
 
@@ -23,6 +23,7 @@ def test_tokenize_count_for_messages(api, target) -> None:
 
 @pytest.mark.req("UTIL-003")
 @given(text=strategies.text)
+@example(text="  leading spaces, ﬁ Ａ① and a trailing space ")
 def test_detokenize_inverts_tokenize(api, target, text) -> None:
     tokens = api.post_ok("/tokenize", {"model": target.model, "prompt": text, "add_special_tokens": False})["tokens"]
     assert api.post_ok("/detokenize", {"model": target.model, "tokens": tokens})["prompt"] == text

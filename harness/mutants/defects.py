@@ -242,12 +242,6 @@ def _nfkc(request: dict[str, Any]) -> None:
             request[key] = norm(request[key])
 
 
-def _fresh_request_id(answer: Any, request: Any) -> None:
-    for generate_request in generate_requests(answer):
-        if "request_id" in generate_request:
-            generate_request["request_id"] = f"req-{_NOISE.getrandbits(48):012x}"
-
-
 # -- generate ---------------------------------------------------------------------------------------------
 
 
@@ -559,9 +553,6 @@ CATALOGUE: tuple[Defect, ...] = (
     Defect("render-first-prompt-only", "render", ("RENDER-002",),
            "a batched completions prompt answered for its first element only",
            on_response=edit_answer((COMPLETIONS_RENDER,), _first_prompt_only)),
-    Defect("render-fresh-request-id", "render", ("RENDER-003",),
-           "the client's request_id is replaced by a server-generated one",
-           on_response=edit_answer(RENDERS, _fresh_request_id)),
     # generate
     Defect("generate-overshoots-max-tokens", "generate", ("GENERATE-005",),
            "an engine that uses its own max_tokens default instead of the request's",
@@ -627,7 +618,7 @@ CATALOGUE: tuple[Defect, ...] = (
     Defect("derender-tool-finish-as-stop", "derender", ("DERENDER-006",),
            "finish_reason stays stop when tool calls were parsed",
            on_response=edit_answer((CHAT_DERENDER,), _tool_calls_finish_as_stop, stream=False)),
-    Defect("derender-empty-tool-call-id", "derender", ("DERENDER-001",),
+    Defect("derender-empty-tool-call-id", "derender", ("DERENDER-026",),
            "tool calls get an empty id, so the client cannot answer them",
            on_response=edit_answer((CHAT_DERENDER,), _all_messages_edit(_empty_tool_call_ids), stream=False)),
     Defect("derender-first-choice-only", "derender", ("DERENDER-017",),
