@@ -40,14 +40,13 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
         ["vllm", "serve-everything"],
         ["vllm", "engine"],
         ["vllm", "render", "--model", "/nonexistent/model"],
-        ["mutants"],
         ["mutants", "--list", "--only", "no-such-defect"],
         ["mutants", "--target", "http://127.0.0.1:1"],
     ],
     ids=["garbage", "scheme", "unreachable", "bad-port", "drift-unreachable", "parity-unreachable",
          "serve-missing-model", "serve-unknown-parser", "run-unreachable-first", "url-with-v1", "missing-target",
          "bad-choice", "bad-int", "unknown-command", "no-command", "no-action", "bad-action", "vllm-no-model",
-         "vllm-bad-model", "mutants-no-target", "mutants-unknown-defect", "mutants-unreachable"],
+         "vllm-bad-model", "mutants-unknown-defect", "mutants-unreachable"],
 )
 def test_usage_errors_are_one_line_and_exit_2(args: list[str], tiny_model) -> None:
     done = run_cli(*[str(tiny_model.model_dir) if a == "MODEL" else a for a in args])

@@ -10,6 +10,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from tokenspec import __version__
 from tokenspec.errors import UsageError, one_line
@@ -145,14 +146,32 @@ def _mutants(args: argparse.Namespace) -> int:
             print(f"{defect.name:42} {defect.area:16} {','.join(defect.requirements):24} {defect.imitates}")
         return 0
     if not args.target:
-        raise UsageError("`tokenspec mutants` needs --target URL (or --list)")
+        return _mutants_on_the_reference_server(args, defects)
     urls = {name: normalise_url(url) if url else None
             for name, url in (("target", args.target), ("engine", args.engine), ("reference", args.reference))}
     for url in filter(None, urls.values()):
         check_reachable(url)
     options = Options(urls["target"] or "", urls["engine"], urls["reference"], args.tokenizer, args.profile,
                       args.expectations, args.model, args.seed, str(args.workers), args.max_examples)
-    report = run_campaign(options, defects, Path(args.report))
+    return _mutants_report(args, run_campaign(options, defects, Path(args.report)))
+
+
+def _mutants_on_the_reference_server(args: argparse.Namespace, defects: list) -> int:
+    """No --target: judge the suite on the embedded default (tiny model, reference server, its profile)."""
+    from tokenspec.embedded import PROFILE
+    from tokenspec.harness.mutants.campaign import Options, run_campaign
+    from tokenspec.harness.reference import ReferenceServer, default_model
+    from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME
+
+    model_dir = default_model()
+    with ReferenceServer(model_dir, DEFAULT_MODEL_NAME) as server:
+        assert server.frontend is not None and server.engine is not None
+        options = Options(server.frontend.url, None, server.engine.url, str(model_dir), str(PROFILE), None,
+                          DEFAULT_MODEL_NAME, args.seed, str(args.workers), args.max_examples)
+        return _mutants_report(args, run_campaign(options, defects, Path(args.report)))
+
+
+def _mutants_report(args: argparse.Namespace, report: Any) -> int:
     print(f"tokenspec: {sum(r.detected for r in report.results)}/{len(report.results)} defects detected"
           f" ({report.detection_rate:.0%}); clean run: {len(report.clean_failures)} false alarm(s)")
     print(f"tokenspec: report in {args.report}/ (mutants.md, mutants.json, and each run under runs/)")
@@ -403,10 +422,13 @@ def build_parser() -> argparse.ArgumentParser:
         exits=(EXIT_OK + ": every defect detected, no false alarm",
                "1  a defect escaped or the clean run failed", EXIT_USAGE, EXIT_INTERRUPTED),
         examples=["tokenspec mutants --list",
+                  "tokenspec mutants --only render-drops-system derender-drops-usage",
                   "tokenspec mutants --target http://127.0.0.1:8000 --reference http://127.0.0.1:8200 "
                   "--tokenizer /tmp/tiny --only render-drops-system derender-drops-usage --report out/mutants"],
     )
-    mutants.add_argument("--target", metavar="URL", help="a correct target (base URL, as for tokenspec run)")
+    mutants.add_argument("--target", metavar="URL",
+                         help="a correct target (base URL, as for tokenspec run); without it, the bundled reference "
+                              "server on the tiny model, with its profile and vLLM's coupled endpoint as reference")
     mutants.add_argument("--engine", metavar="URL", help="a correct engine, proxied and mutated like the target")
     mutants.add_argument("--reference", metavar="URL", help="coupled reference for parity (never mutated)")
     mutants.add_argument("--tokenizer", metavar="DIR", help="model folder, as for tokenspec run")
