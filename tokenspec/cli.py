@@ -174,7 +174,7 @@ def _mutants_on_the_reference_server(args: argparse.Namespace, defects: list) ->
 def _mutants_report(args: argparse.Namespace, report: Any) -> int:
     print(f"tokenspec: {sum(r.detected for r in report.results)}/{len(report.results)} defects detected"
           f" ({report.detection_rate:.0%}); clean run: {len(report.clean_failures)} false alarm(s)")
-    print(f"tokenspec: report in {args.report}/ (mutants.md, mutants.json, and each run under runs/)")
+    print(f"tokenspec: report in {args.report}/ (mutants.md, mutants.html, mutants.json, and each run under runs/)")
     escaped = [r.name for r in report.results if not r.detected]
     return 1 if escaped or report.clean_failures else 0
 

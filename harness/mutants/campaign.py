@@ -94,8 +94,8 @@ class CampaignReport:
             f"- target `{self.target}` (through the mutant proxy), seed {self.seed}, started {self.started},"
             f" {seconds(self.seconds)}",
             f"- clean run: {self.clean_passed} passed, {len(self.clean_failures)} failing",
-            *(f"- left out of every run: tests matching `{name}`: {why}" for name, why in EXCLUDED.items()),
             *(f"  - FALSE ALARM: {failure}" for failure in self.clean_failures),
+            *(f"- left out of every run: tests matching `{name}`: {why}" for name, why in EXCLUDED.items()),
             "",
             "| defect | area | imitates | breaks | detected | caught by (tests) | charged |",
             "|---|---|---|---|---|---|---|",
@@ -109,6 +109,30 @@ class CampaignReport:
         if escaped:
             lines += ["", "## Escaped", "", *(f"- `{r.name}`: {r.imitates}" for r in escaped)]
         return "\n".join(lines) + "\n"
+
+
+    def to_html(self) -> str:
+        """One self-contained page (no network): the headline, then one row per defect, escaped ones first."""
+        from html import escape
+
+        detected = sum(r.detected for r in self.results)
+        rows = []
+        for r in sorted(self.results, key=lambda r: (r.detected, r.area, r.name)):
+            state = "detected" if r.detected else "escaped"
+            rows.append(
+                f"<tr class='{state}'><td><code>{escape(r.name)}</code></td><td>{escape(r.area)}</td>"
+                f"<td>{escape(r.imitates)}</td><td>{escape(', '.join(r.requirements))}</td><td>{state}</td>"
+                f"<td>{len(r.caught_by)}</td><td>{escape(', '.join(r.charged))}</td></tr>")
+        alarms = "".join(f"<li>{escape(f)}</li>" for f in self.clean_failures) or "<li>none</li>"
+        return f"""<!doctype html><html><head><meta charset="utf-8"><title>tokenspec mutants</title><style>
+body{{font-family:sans-serif;margin:2em}} table{{border-collapse:collapse}} td,th{{border:1px solid #ccc;padding:4px}}
+tr.escaped{{background:#fdd}} tr.detected td:nth-child(5){{color:#070}}</style></head><body>
+<h1>{detected}/{len(self.results)} defects detected ({self.detection_rate:.0%})</h1>
+<p>target {escape(self.target)} through the mutant proxy, seed {self.seed}, {escape(self.started)}</p>
+<h2>Clean run: {len(self.clean_failures)} false alarm(s)</h2><ul>{alarms}</ul>
+<table><tr><th>defect</th><th>area</th><th>imitates</th><th>breaks</th><th>result</th><th>tests that caught it</th>
+<th>requirements charged</th></tr>{"".join(rows)}</table></body></html>
+"""
 
 
 def select(only: Sequence[str] | None) -> list[Defect]:
@@ -196,4 +220,5 @@ def run_campaign(options: Options, defects: Sequence[Defect], report_dir: Path) 
                             time.monotonic() - started)
     (report_dir / "mutants.json").write_text(json.dumps(report.to_dict(), indent=2) + "\n")
     (report_dir / "mutants.md").write_text(report.to_markdown())
+    (report_dir / "mutants.html").write_text(report.to_html())
     return report
