@@ -59,7 +59,7 @@ def assert_split(api, model: str, caps: Capabilities, ids: list[int], want: Spli
     config = f"{caps.parsers.get('reasoning') or 'none'}+{caps.parsers.get('tool') or 'none'}"
     assert not parts, f"[{requirement}] split differs from {config} ({variant}) in specs/parsers.yaml: " + "; ".join(
         parts)
-    assert not diffs, f"[DERENDER-006] {'; '.join(diffs)}"
     ids_of_calls = [call.get("id") for call in out["message"].get("tool_calls") or []]
     assert all(isinstance(i, str) and i for i in ids_of_calls) and len(set(ids_of_calls)) == len(ids_of_calls), (
         f"[DERENDER-026] tool call ids must be non-empty and unique: {ids_of_calls}")
+    assert not diffs, f"[DERENDER-006] {'; '.join(diffs)}"

@@ -75,6 +75,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--tokenspec-seed", type=int, help="seed for hypothesis and schemathesis")
     g.addoption("--tokenspec-timeout", type=float, default=30.0)
     g.addoption("--tokenspec-max-examples", type=int, default=25)
+    g.addoption("--tokenspec-no-shrink", action="store_true",
+                help="report the first failing example as found, without shrinking it (faster verdicts)")
     g.addoption("--tokenspec-suite-dir", help="folder of conformance tests held to the suite's rules (default: the"
                 " shipped suite; an implementer's own tests citing requirement IDs can live elsewhere)")
 
@@ -187,9 +189,12 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     CHECKS.count = 0
     test = getattr(item, "obj", None)
     current = getattr(test, "_hypothesis_internal_use_settings", None)
-    if item.stash.get(_EXPECTATION, None) is None or current is None:
+    no_shrink = item.stash.get(_EXPECTATION, None) is not None or item.config.getoption("--tokenspec-no-shrink",
+                                                                                       default=False)
+    if not no_shrink or current is None:
         return (yield)
-    # A known failure costs no shrinking time: for this item only, its hypothesis settings lose the shrink phase.
+    # A known failure (or a run that asked for verdicts only) costs no shrinking time: for this item only, its
+    # hypothesis settings lose the shrink phase.
     from hypothesis import Phase, settings
 
     test._hypothesis_internal_use_settings = settings(current, phases=[p for p in current.phases

@@ -266,6 +266,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, help="hypothesis/schemathesis seed (default: random, printed by every run)")
     p.add_argument("--timeout", type=float, default=30.0, help="per-request timeout in seconds")
     p.add_argument("--max-examples", type=int, default=25, help="hypothesis examples per property test")
+    p.add_argument("--no-shrink", action="store_true",
+                   help="report a property test's first failing example without shrinking it (a faster verdict, "
+                        "a longer reproduction)")
 
 
 def build_parser() -> argparse.ArgumentParser:

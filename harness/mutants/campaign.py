@@ -164,7 +164,8 @@ def _suite(options: Options, proxies: Sequence[MutantProxy], report: Path) -> di
     command = [sys.executable, "-m", "tokenspec", "run", "--target", proxies[0].url,
                "--report", str(report), "--seed", str(options.seed), "-n", options.workers,
                "--max-examples", str(options.max_examples), "--timeout", str(options.timeout),
-               "-k", " and ".join(f"not {name}" for name in EXCLUDED)]
+               "-k", " and ".join(f"not {name}" for name in EXCLUDED),
+               "--no-shrink"]  # detection needs one failing example, not the smallest one
     if len(proxies) > 1:
         command += ["--engine", proxies[1].url]
     for flag, value in (("--reference", options.reference), ("--tokenizer", options.tokenizer),
