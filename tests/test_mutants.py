@@ -105,7 +105,8 @@ def test_the_suite_catches_todays_sample_of_defects(tiny_model, vllm_engine, tmp
     config = frontend_config(tiny_model.model_dir, DEFAULT_MODEL_NAME, engine_url=vllm_engine.url)
     with running_frontend(config) as target:
         options = Options(target, reference=vllm_engine.url, tokenizer=str(tiny_model.model_dir),
-                          profile=str(ROOT / "reports/profiles/reference-server.yaml"), model=DEFAULT_MODEL_NAME)
+                          profile=str(ROOT / "reports/profiles/reference-server.yaml"), model=DEFAULT_MODEL_NAME,
+                          max_examples=3)  # as the committed campaign (reports/mutants/) ran
         report = run_campaign(options, defects, tmp_path)
     sample = ", ".join(d.name for d in defects)
     assert not report.clean_failures, "false alarms on the clean reference server:\n" + "\n".join(
