@@ -47,7 +47,7 @@ class Options:
     model: str | None = None
     seed: int = 20261201
     workers: str = "2"
-    max_examples: int = 10
+    max_examples: int = 3
     timeout: float = 60.0
 
 
