@@ -72,7 +72,7 @@ def pytest_args(args: argparse.Namespace, report_dir: Path) -> list[str]:
         out += ["-n", str(args.workers), "--dist", "loadgroup"]
     if args.keyword:
         out += ["-k", args.keyword]
-    if getattr(args, "no_shrink", False):
+    if args.no_shrink:
         out += ["--tokenspec-no-shrink"]
     return out
 

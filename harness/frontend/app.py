@@ -24,7 +24,7 @@ from tokenspec.chat_template import ChatTemplateError
 from tokenspec.harness.frontend import validation as schemas
 from tokenspec.harness.frontend.config import FrontendConfig
 from tokenspec.harness.frontend.derender import Derenderer
-from tokenspec.harness.frontend.errors import ApiError, bad_request, not_found_model, refused
+from tokenspec.harness.frontend.errors import ApiError, bad_request, not_found_model, refused, unexpected
 from tokenspec.harness.frontend.limits import check_chat_stream, check_generate_responses, check_prompt_ids
 from tokenspec.harness.frontend.model_files import ModelFiles
 from tokenspec.harness.frontend.render import Renderer, request_id_suffix
@@ -68,8 +68,7 @@ class Frontend:
             except ChatTemplateError as exc:
                 return refused(request, bad_request(str(exc)))
             except Exception as exc:  # noqa: BLE001 - the catch-all that keeps tracebacks from clients
-                return refused(request, bad_request(f"the request could not be processed: {type(exc).__name__}"),
-                               cause=exc)
+                return unexpected(request, exc)
         return route
 
     # -- handlers -----------------------------------------------------------------------------------------

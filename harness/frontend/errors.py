@@ -67,3 +67,9 @@ def refused(request: Request, err: ApiError, cause: BaseException | None = None)
     log.info("%s %s %s -> %d: %s", request.client.host if request.client else "-", request.method,
              request.url.path, err.status, text[:300])
     return err.response()
+
+
+def unexpected(request: Request, exc: Exception) -> Response:
+    """An exception no check named: every failure here is caused by the input, so it is a 400 (one log line,
+    no traceback to the client or the log)."""
+    return refused(request, bad_request(f"the request could not be processed: {type(exc).__name__}"), cause=exc)

@@ -30,7 +30,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from tokenspec.harness.frontend import token_native
 from tokenspec.harness.frontend import validation as schemas
-from tokenspec.harness.frontend.errors import ApiError, refused
+from tokenspec.harness.frontend.errors import ApiError, refused, unexpected
 from tokenspec.harness.frontend.render import request_id_suffix
 from tokenspec.harness.frontend.request_body import read_json
 
@@ -129,8 +129,7 @@ class Gateway:
         except ApiError as err:
             return refused(request, err)
         except Exception as exc:  # noqa: BLE001 - no traceback ever reaches a client
-            return refused(request, ApiError(f"the request could not be processed: {type(exc).__name__}"),
-                           cause=exc)
+            return unexpected(request, exc)
 
         return StreamingResponse(self._relay(resp, lambda event: event, counted=False),
                                  media_type="text/event-stream")
@@ -157,8 +156,7 @@ class Gateway:
             except ApiError as err:
                 return refused(request, err)
             except Exception as exc:  # noqa: BLE001 - no traceback ever reaches a client
-                return refused(request, ApiError(f"the request could not be processed: {type(exc).__name__}"),
-                               cause=exc)
+                return unexpected(request, exc)
             finally:
                 if not streaming:
                     self.in_flight -= 1

@@ -65,7 +65,9 @@ class MutantProxy:
             response_headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in upstream.headers.items()
                                 if k.lower().encode("latin-1") not in DROPPED]
             content_type = upstream.headers.get("content-type", "")
-            parsed_request = parse(body)
+            # Parsed once, and only when a defect will look at it (bodies reach 64 MiB).
+            wants_request = self.defect is not None and (self.defect.on_response or self.defect.on_event)
+            parsed_request = parse(body) if wants_request else None
             if content_type.startswith("text/event-stream"):
                 await self._relay_events(send, upstream, response_headers, path, parsed_request)
                 return
