@@ -183,9 +183,18 @@ def _tokenizer_config(tokenizer: Tokenizer, template: str) -> dict:
     }
 
 
-def _model_config(vocab_size: int, bos_id: int, eos_id: int) -> dict:
-    return {
-        "architectures": ["Qwen3ForCausalLM"],
+#: Architectures whose config and parameters ``_model_config`` and ``random_weights`` can write (the tiny model is
+#: the first; the real-model families of ``tokenspec.harness.models`` use the others with the same tiny dims).
+ARCHITECTURES = ("Qwen3ForCausalLM", "Qwen2ForCausalLM", "LlamaForCausalLM")
+
+
+def _model_config(vocab_size: int, bos_id: int, eos_id: int | list[int],
+                  architecture: str = "Qwen3ForCausalLM") -> dict:
+    """config.json for the tiny dims; Qwen3 is the tiny model's, Qwen2 and Llama drop the keys they lack."""
+    if architecture not in ARCHITECTURES:
+        raise ValueError(f"unknown architecture {architecture!r}; known: {', '.join(ARCHITECTURES)}")
+    config = {
+        "architectures": [architecture],
         "attention_bias": False,
         "attention_dropout": 0.0,
         "bos_token_id": bos_id,
@@ -211,10 +220,23 @@ def _model_config(vocab_size: int, bos_id: int, eos_id: int) -> dict:
         "use_sliding_window": False,
         "vocab_size": vocab_size,
     }
+    if architecture == "Qwen2ForCausalLM":
+        del config["attention_bias"]  # Qwen2 always has q/k/v biases
+        config["model_type"] = "qwen2"
+    elif architecture == "LlamaForCausalLM":
+        for key in ("max_window_layers", "sliding_window", "use_sliding_window"):
+            del config[key]
+        config.update(model_type="llama", mlp_bias=False, pretraining_tp=1)
+    return config
 
 
-def random_weights(vocab_size: int) -> dict[str, np.ndarray]:
-    """Every Qwen3ForCausalLM parameter (tied embeddings, so no lm_head), drawn in a fixed order."""
+def random_weights(vocab_size: int, architecture: str = "Qwen3ForCausalLM") -> dict[str, np.ndarray]:
+    """Every parameter of ``architecture`` (tied embeddings, so no lm_head), drawn in a fixed order.
+
+    Qwen3 has per-head q/k norms (ones); Qwen2 has q/k/v biases instead (zeros, not drawn, so the draws of the
+    other tensors stay those of Qwen3); Llama has neither."""
+    if architecture not in ARCHITECTURES:
+        raise ValueError(f"unknown architecture {architecture!r}; known: {', '.join(ARCHITECTURES)}")
     rng = np.random.default_rng(WEIGHT_SEED)
 
     def normal(*shape: int) -> np.ndarray:
@@ -231,8 +253,13 @@ def random_weights(vocab_size: int) -> dict[str, np.ndarray]:
         tensors[f"{p}.self_attn.k_proj.weight"] = normal(kv_out, HIDDEN_SIZE)
         tensors[f"{p}.self_attn.v_proj.weight"] = normal(kv_out, HIDDEN_SIZE)
         tensors[f"{p}.self_attn.o_proj.weight"] = normal(HIDDEN_SIZE, q_out)
-        tensors[f"{p}.self_attn.q_norm.weight"] = ones(HEAD_DIM)
-        tensors[f"{p}.self_attn.k_norm.weight"] = ones(HEAD_DIM)
+        if architecture == "Qwen3ForCausalLM":
+            tensors[f"{p}.self_attn.q_norm.weight"] = ones(HEAD_DIM)
+            tensors[f"{p}.self_attn.k_norm.weight"] = ones(HEAD_DIM)
+        elif architecture == "Qwen2ForCausalLM":
+            tensors[f"{p}.self_attn.q_proj.bias"] = np.zeros((q_out,), dtype=np.float32)
+            tensors[f"{p}.self_attn.k_proj.bias"] = np.zeros((kv_out,), dtype=np.float32)
+            tensors[f"{p}.self_attn.v_proj.bias"] = np.zeros((kv_out,), dtype=np.float32)
         tensors[f"{p}.mlp.gate_proj.weight"] = normal(INTERMEDIATE_SIZE, HIDDEN_SIZE)
         tensors[f"{p}.mlp.up_proj.weight"] = normal(INTERMEDIATE_SIZE, HIDDEN_SIZE)
         tensors[f"{p}.mlp.down_proj.weight"] = normal(HIDDEN_SIZE, INTERMEDIATE_SIZE)
