@@ -126,6 +126,18 @@ def tokenizer_dir(target: Target, capabilities: Capabilities) -> Path:
 
 
 @pytest.fixture(scope="session")
+def render_oracle(tokenizer_dir: Path):
+    """transformers' apply_chat_template on the model folder (suite/render_oracle.py), or not tested."""
+    from tokenspec.suite.gating import not_tested
+    from tokenspec.suite.render_oracle import OracleUnavailable, RenderOracle
+
+    try:
+        return RenderOracle.load(tokenizer_dir)
+    except OracleUnavailable as exc:
+        not_tested(f"no render oracle: {exc}")
+
+
+@pytest.fixture(scope="session")
 def max_model_len(target: Target, capabilities: Capabilities) -> int:
     """The target's context length: its /v1/models card, the profile's limits, else the model folder's config."""
     if (reported := card_max_model_len(target.url, target.timeout)) is not None:

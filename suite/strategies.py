@@ -7,6 +7,7 @@ where detokenizers break, and Unicode normalisation is where renderers quietly c
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from hypothesis import strategies as st
@@ -41,6 +42,67 @@ def conversations(draw: st.DrawFn, with_tools: bool | None = None) -> dict[str, 
     body: dict[str, Any] = {"messages": messages}
     if with_tools if with_tools is not None else draw(st.booleans()):
         body["tools"] = [TOOL]
+    return body
+
+
+_ARGUMENTS = st.one_of(
+    st.fixed_dictionaries({"city": text}).map(lambda a: json.dumps(a, ensure_ascii=False)),
+    st.sampled_from(['{"city": "Paris"', "[1, 2]", "", "null", '"Oslo"']),  # malformed or not an object
+)
+_BARE_TOOL = {"type": "function", "function": {"name": "get_time"}}  # no description, no parameters
+
+
+@st.composite
+def _tool_call(draw: st.DrawFn, index: int) -> dict[str, Any]:
+    return {"id": f"call_{index}", "type": "function",
+            "function": {"name": draw(st.sampled_from(["get_weather", "get_time"])), "arguments": draw(_ARGUMENTS)}}
+
+
+@st.composite
+def rich_conversations(draw: st.DrawFn) -> dict[str, Any]:
+    """Chat bodies that reach every RENDER-023 rule: developer and system turns, names, content parts,
+    assistant reasoning and tool calls (arguments as strings, mappings, malformed), tool results as text or
+    parts, tools without description, thinking switches, continue_final_message."""
+    messages: list[dict[str, Any]] = []
+    first = draw(st.sampled_from(["none", "system", "developer"]))
+    if first != "none":
+        messages.append({"role": first, "content": draw(content())})
+    calls = 0
+    for turn in range(draw(st.integers(1, 3))):
+        user: dict[str, Any] = {"role": "user", "content": draw(content())}
+        if draw(st.integers(0, 5)) == 0:
+            user["name"] = "alice"
+        messages.append(user)
+        if turn == 0 and draw(st.booleans()):
+            continue
+        reply: dict[str, Any] = {"role": "assistant", "content": draw(st.one_of(st.none(), content()))}
+        if draw(st.booleans()):
+            reply["reasoning"] = draw(text)
+        n_calls = draw(st.integers(0, 2))
+        if n_calls:
+            reply["tool_calls"] = [draw(_tool_call(calls + i)) for i in range(n_calls)]
+            messages.append(reply)
+            for i in range(n_calls):
+                result = draw(content())
+                messages.append({"role": "tool", "tool_call_id": f"call_{calls + i}", "content": result})
+            calls += n_calls
+        else:
+            if reply["content"] is None:
+                reply["content"] = draw(text)
+            messages.append(reply)
+    if draw(st.integers(0, 4)) == 0:
+        messages.append({"role": "developer", "content": draw(text)})
+        messages.append({"role": "user", "content": draw(text)})
+    body: dict[str, Any] = {"messages": messages}
+    if draw(st.booleans()):
+        body["tools"] = draw(st.sampled_from([[TOOL], [TOOL, _BARE_TOOL]]))
+    thinking = draw(st.sampled_from([None, True, False]))
+    if thinking is not None:
+        body["chat_template_kwargs"] = {"enable_thinking": thinking}
+    if messages[-1]["role"] == "user" and draw(st.integers(0, 4)) == 0:
+        body["messages"].append({"role": "assistant", "content": draw(text)})
+        body["continue_final_message"] = True
+        body["add_generation_prompt"] = False
     return body
 
 

@@ -78,34 +78,33 @@ def test_chat_render_equals_tokenize_of_the_same_messages(api, target, body) -> 
     assert rendered["token_ids"] == tokenized["tokens"]
 
 
-@pytest.mark.req("RENDER-005")
+@pytest.mark.req("RENDER-005", "RENDER-023")
 @given(body=strategies.conversations())
 @example(body={**EXAMPLE_CONVERSATION, "tools": [TOOL]})
-def test_render_detokenizes_to_the_text_the_chat_template_defines(api, target, codec, capabilities, tokenizer_dir,
-                                                                 body) -> None:
-    """Independent of the server's own /tokenize: the model folder's template, rendered here, is the oracle."""
-    from tokenspec.chat_template import ChatTemplate
-
+def test_render_equals_the_template_oracle(api, target, capabilities, render_oracle, body) -> None:
+    """The oracle is transformers' apply_chat_template on the model folder (RENDER-027's conversation),
+    never the server's own /tokenize nor the bundled frontend's template code."""
     if "tools" in body and not capabilities.has("tools"):
         body.pop("tools")
-    expected = ChatTemplate.from_model_dir(tokenizer_dir).render(
-        body["messages"], tools=body.get("tools"), add_generation_prompt=True
-    )
+    expected = render_oracle.prompt_ids(body)
     rendered = api.post_ok(CHAT, {"model": target.model, **body})
-    assert codec.decode(rendered["token_ids"]) == expected
+    assert rendered["token_ids"] == expected, (
+        f"render gave {len(rendered['token_ids'])} ids, the template oracle {len(expected)}: "
+        f"first difference at {_first_difference(rendered['token_ids'], expected)}")
 
 
-@pytest.mark.req("RENDER-005")
-def test_continue_final_message_continues_the_last_assistant_turn(api, target, codec, tokenizer_dir) -> None:
+def _first_difference(a: list[int], b: list[int]) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+@pytest.mark.req("RENDER-005", "RENDER-023")
+def test_continue_final_message_continues_the_last_assistant_turn(api, target, codec, render_oracle) -> None:
     """With continue_final_message the prompt ends inside the final assistant turn, as the template defines it
     (a frontend that drops the flag closes that turn and opens a new one)."""
-    from tokenspec.chat_template import ChatTemplate
-
     messages = [{"role": "user", "content": "Count to three."}, {"role": "assistant", "content": "One, two,"}]
-    expected = ChatTemplate.from_model_dir(tokenizer_dir).render(messages, add_generation_prompt=False,
-                                                                 continue_final_message=True)
-    rendered = api.post_ok(CHAT, {"model": target.model, "messages": messages, "add_generation_prompt": False,
-                                  "continue_final_message": True})
+    body = {"messages": messages, "add_generation_prompt": False, "continue_final_message": True}
+    expected = render_oracle.prompt_text(body)
+    rendered = api.post_ok(CHAT, {"model": target.model, **body})
     assert codec.decode(rendered["token_ids"]) == expected
     assert expected.endswith("One, two,"), "the oracle itself must end inside the assistant turn"
 

@@ -76,10 +76,9 @@ def endpoint(request, api):
 
 @pytest.mark.req("TOKNAT-001", "TOKNAT-010")
 @given(data=st.data())
-def test_input_tokens_are_inserted_verbatim(api, target, codec, server_version, tokenizer_dir, data) -> None:
-    """The oracle is the model folder's template rendered here with a sentinel where the block sits: the
-    prompt is the text before it, the block's IDs unchanged, then the text after it."""
-    from tokenspec.chat_template import ChatTemplate
+def test_input_tokens_are_inserted_verbatim(api, target, codec, server_version, render_oracle, data) -> None:
+    """The oracle is the model folder's template (transformers) rendered with a sentinel where the block
+    sits: the prompt is the text before it, the block's IDs unchanged, then the text after it."""
 
     ids = data.draw(strategies.token_ids(codec.known_ids), label="token_ids")
     before = data.draw(st.one_of(st.none(), strategies.text), label="text before")
@@ -97,9 +96,8 @@ def test_input_tokens_are_inserted_verbatim(api, target, codec, server_version, 
     block = _block(ids, **({"tokenizer_version": server_version} if pinned_block else {}))
     out = api.post_ok(RENDER, _body(target, content(block), tokenizer_version=server_version))["token_ids"]
     sentinel_part = {"type": "text", "text": SENTINEL}
-    expected = ChatTemplate.from_model_dir(tokenizer_dir).render(
-        [{"role": "user", "content": content(sentinel_part if as_list else SENTINEL)}], add_generation_prompt=True
-    )
+    expected = render_oracle.prompt_text(
+        {"messages": [{"role": "user", "content": content(sentinel_part if as_list else SENTINEL)}]})
     text_before, text_after = expected.split(SENTINEL)
     k = _find(out, ids)
     while k != -1 and not (codec.decode(out[:k]) == text_before and codec.decode(out[k + len(ids):]) == text_after):

@@ -23,9 +23,9 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 from tokenizers import Tokenizer
 
-from tokenspec.chat_template import ChatTemplate
 from tokenspec.fingerprint import tokenizer_fingerprint
 from tokenspec.harness.frontend import FrontendConfig, create_app
+from tokenspec.suite.render_oracle import RenderOracle
 
 MODEL = "tokenspec-tiny"
 RENDER = "/v1/chat/completions/render"
@@ -67,7 +67,7 @@ def _error(resp: httpx.Response, status: int) -> dict[str, Any]:
 def _expected(model_dir: Path, tok: Tokenizer, messages: list[dict[str, Any]], ids: list[int],
               **kwargs: Any) -> list[int]:
     """Oracle: the template rendered with SENTINEL for the one block, the text around it encoded, ids between."""
-    text = ChatTemplate.from_model_dir(model_dir).render(messages, **kwargs)
+    text = RenderOracle.load(model_dir).prompt_text({"messages": messages, **kwargs})
     before, after = text.split(SENTINEL)
     encode = lambda s: tok.encode(s, add_special_tokens=False).ids if s else []  # noqa: E731
     return encode(before) + ids + encode(after)
@@ -87,7 +87,7 @@ def test_models_card_reports_the_tokenizer_fingerprint(client, version) -> None:
 def test_ordinary_requests_are_unchanged(client, model_dir, tok) -> None:
     body = _user([{"type": "text", "text": "Hi "}, {"type": "text", "text": "there"}])
     out = client.post(RENDER, json=body).json()
-    text = ChatTemplate.from_model_dir(model_dir).render(body["messages"], add_generation_prompt=True)
+    text = RenderOracle.load(model_dir).prompt_text(body)
     assert out["token_ids"] == tok.encode(text, add_special_tokens=False).ids
     assert "tokenizer_version" not in out
 

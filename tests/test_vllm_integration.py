@@ -54,9 +54,10 @@ def test_engine_health_and_greedy_generate(vllm_engine, model_dir) -> None:
 
 @pytest.mark.parametrize("kwargs", [{}, {"enable_thinking": False}], ids=["default", "no-thinking"])
 def test_render_server_matches_local_tokenizer_and_template(vllm_render, model_dir, kwargs) -> None:
-    from tokenspec.chat_template import ChatTemplate
+    from tokenspec.suite.render_oracle import RenderOracle
 
-    text = ChatTemplate.from_model_dir(model_dir).render(CONVERSATION, tools=TOOLS, **kwargs)
+    text = RenderOracle.load(model_dir).prompt_text({"messages": CONVERSATION, "tools": TOOLS,
+                                                     "chat_template_kwargs": kwargs})
     local = Tokenizer.from_file(str(model_dir / "tokenizer.json")).encode(text, add_special_tokens=False).ids
     body = {"model": DEFAULT_MODEL_NAME, "messages": CONVERSATION, "tools": TOOLS, "chat_template_kwargs": kwargs}
     resp = httpx.post(f"{vllm_render.url}/v1/chat/completions/render", json=body, timeout=30)

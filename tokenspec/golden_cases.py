@@ -16,7 +16,6 @@ from typing import Any
 import yaml
 
 from tokenspec import __version__
-from tokenspec.chat_template import ChatTemplate
 from tokenspec.fingerprint import tokenizer_fingerprint
 
 GOLDEN_DIR = Path(str(resources.files("tokenspec.golden")))
@@ -41,14 +40,14 @@ def build_golden(model_dir: Path, out_dir: Path = GOLDEN_DIR) -> Path:
     model_dir = Path(model_dir)
     fingerprint = tokenizer_fingerprint(model_dir)
     tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-    template = ChatTemplate.from_model_dir(model_dir)
+    from tokenspec.suite.render_oracle import RenderOracle
+
+    oracle = RenderOracle.load(model_dir)
     source = yaml.safe_load((GOLDEN_DIR / "cases.yaml").read_text())
     cases: list[dict[str, Any]] = []
     for case in source["render"]:
         request = case["request"]
-        text = template.render(request["messages"], tools=request.get("tools"), add_generation_prompt=True,
-                               **(request.get("chat_template_kwargs") or {}))
-        ids = tokenizer.encode(text, add_special_tokens=False).ids
+        ids = oracle.prompt_ids(request)
         cases.append({"id": case["id"], "kind": "render", "requirements": case["requirements"],
                       "feature": case.get("feature"), "request": request, "expect": {"token_ids": ids}})
     for case in source["derender"]:

@@ -20,8 +20,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tokenspec.chat_template import ChatTemplateError
 from tokenspec.harness.frontend import validation as schemas
+from tokenspec.harness.frontend.chat_template import ChatTemplateError
 from tokenspec.harness.frontend.config import FrontendConfig
 from tokenspec.harness.frontend.derender import Derenderer
 from tokenspec.harness.frontend.errors import ApiError, bad_request, not_found_model, refused, unexpected

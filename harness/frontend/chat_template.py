@@ -1,26 +1,29 @@
-"""Chat templates with Hugging Face semantics: the same Jinja environment, filters and variables.
+"""Chat templates rendered with Hugging Face semantics: the same Jinja environment, filters and variables.
 
-Shared by the reference frontend (which renders prompts with it) and the conformance suite (which uses it
-as an independent oracle for what a model folder's template defines), so it lives in the core package.
+The reference frontend renders prompts with it; the conformance suite never does (its render oracle is
+transformers' own ``apply_chat_template``, see ``suite/render_oracle.py``), so a bug here cannot hide itself.
 
 Like transformers: a sandboxed immutable environment with trim_blocks/lstrip_blocks and loop controls,
 ``raise_exception``, a ``tojson`` that keeps non-ASCII text, ``strftime_now``; variables are ``messages``,
-``tools``, ``add_generation_prompt``, the special tokens (``bos_token``, ``eos_token``, ...) and any
-``chat_template_kwargs``. Messages are normalised the way vLLM does before rendering (content-part lists
-joined or kept depending on what the template expects; tool-call arguments decoded from JSON strings).
+``tools``, ``documents``, ``add_generation_prompt``, the special tokens (``bos_token``, ``eos_token``, ...)
+and the template keyword arguments. ``continue_final_message`` appends a marker to the final message's
+(last text part of its) content, renders, and cuts the prompt at the marker, so a template that rewrites
+the message (strips it, splits off a think block) still ends exactly where the message text ends.
+The messages are expected already normalised (``conversation.normalise``).
 """
 
 from __future__ import annotations
 
+import copy
 import json
-from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import jinja2
+import jinja2.meta
 from jinja2 import nodes
+from jinja2.ext import Extension
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 
@@ -38,9 +41,23 @@ def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None,
                       sort_keys=sort_keys)
 
 
+class _GenerationBlock(Extension):
+    """``{% generation %}...{% endgeneration %}`` (assistant-mask markers) renders its body unchanged."""
+
+    tags = {"generation"}
+
+    def parse(self, parser: Any) -> nodes.Node:
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+    def _body(self, caller: Any) -> str:
+        return caller()
+
+
 def _environment() -> ImmutableSandboxedEnvironment:
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=["jinja2.ext.loopcontrols"])
+                                        extensions=[_GenerationBlock, "jinja2.ext.loopcontrols"])
     env.filters["tojson"] = _tojson
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
@@ -48,6 +65,12 @@ def _environment() -> ImmutableSandboxedEnvironment:
 
 
 _ENV = _environment()
+_CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
+#: apply_chat_template's own parameters: accepted as template keyword arguments whatever the template reads.
+_TEMPLATE_PARAMETERS = frozenset({
+    "conversation", "tools", "documents", "chat_template", "add_generation_prompt", "continue_final_message",
+    "tokenize", "padding", "truncation", "max_length", "return_tensors", "return_dict",
+    "return_assistant_tokens_mask", "tokenizer_kwargs"})
 
 
 @lru_cache(maxsize=8)
@@ -56,8 +79,23 @@ def _compile(source: str) -> jinja2.Template:
 
 
 @lru_cache(maxsize=8)
+def template_variables(source: str) -> frozenset[str]:
+    """The variables a template reads (undeclared names): the keyword arguments it can use."""
+    return frozenset(jinja2.meta.find_undeclared_variables(_ENV.parse(source)))
+
+
+def accepted_kwargs(source: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Keyword arguments the template may see: those it reads and apply_chat_template's own (vLLM's filter)."""
+    unexpected = {"chat_template", "tokenize"} & kwargs.keys()
+    if unexpected:
+        raise ChatTemplateError(f"Found unexpected chat template kwargs from request: {unexpected}")
+    keep = template_variables(source) | _TEMPLATE_PARAMETERS
+    return {k: v for k, v in kwargs.items() if k in keep}
+
+
+@lru_cache(maxsize=8)
 def wants_content_parts(source: str) -> bool:
-    """True when the template loops over ``message['content']`` (vLLM's "openai" content format)."""
+    """True when the template loops over a message's content (vLLM's "openai" content format)."""
     for loop in _ENV.parse(source).find_all(nodes.For):
         if isinstance(loop.iter, nodes.Name) and loop.iter.name == "content":
             return True  # e.g. a macro that takes the content and loops over its parts
@@ -70,93 +108,51 @@ def wants_content_parts(source: str) -> bool:
     return False
 
 
-def _normalise_content(content: Any, as_parts: bool) -> Any:
+def _mark_final_message(messages: list[dict[str, Any]]) -> str:
+    """Append the continue tag to the final message's text; return that text (before the tag)."""
+    final = messages[-1]
+    content = final.get("content")
     if content is None:
-        return [] if as_parts else ""
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}] if as_parts else content
-    texts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
-    if as_parts:
-        return [{"type": "text", "text": t} for t in texts]
-    return "\n".join(texts)
-
-
-def _normalise_message(message: dict[str, Any], as_parts: bool) -> dict[str, Any]:
-    out = dict(message)
-    out["content"] = _normalise_content(message.get("content"), as_parts)
-    calls = message.get("tool_calls")
-    if isinstance(calls, list):
-        fixed = []
-        for call in calls:
-            call = dict(call)
-            function = dict(call.get("function") or {})
-            args = function.get("arguments")
-            if isinstance(args, str):
-                try:
-                    function["arguments"] = json.loads(args)
-                except ValueError:
-                    pass
-            call["function"] = function
-            fixed.append(call)
-        out["tool_calls"] = fixed
-    return out
+        raise ChatTemplateError('continue_final_message is set but the final message has no "content" to '
+                                "continue!")
+    if isinstance(content, list):
+        for part in reversed(content):
+            if isinstance(part, dict) and "text" in part:
+                text = part["text"]
+                part["text"] = text + _CONTINUE_TAG
+                return str(text)
+        raise ChatTemplateError("continue_final_message is set but we could not find any text to continue in "
+                                "the final message!")
+    final["content"] = content + _CONTINUE_TAG
+    return str(content)
 
 
 def render_chat(template: str, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None,
                 add_generation_prompt: bool, continue_final_message: bool,
                 special_tokens: dict[str, str], template_kwargs: dict[str, Any]) -> str:
-    """Render ``messages`` to the prompt text; template errors become 400s."""
-    as_parts = wants_content_parts(template)
-    variables: dict[str, Any] = {**special_tokens, **template_kwargs}
-    variables.update(messages=[_normalise_message(m, as_parts) for m in messages], tools=tools,
+    """Render normalised ``messages`` to the prompt text; template errors become ChatTemplateError (400)."""
+    accepted = accepted_kwargs(template, template_kwargs)
+    variables: dict[str, Any] = {**special_tokens,
+                                 **{k: v for k, v in accepted.items() if k not in _TEMPLATE_PARAMETERS}}
+    documents = accepted.get("documents")
+    final = None
+    if continue_final_message:
+        if "content" not in template:
+            raise ChatTemplateError('continue_final_message is set to "content" but this is not an accepted '
+                                    "field in the chat_template")
+        messages = copy.deepcopy(messages)
+        final = _mark_final_message(messages)
+    variables.update(messages=messages, tools=tools, documents=documents,
                      add_generation_prompt=add_generation_prompt)
     try:
         text = _compile(template).render(**variables)
     except jinja2.TemplateError as exc:
         raise ChatTemplateError(str(exc)) from exc
-    if continue_final_message and messages:
-        final = _normalise_content(messages[-1].get("content"), False)
-        cut = text.rfind(final) if final else -1
-        if cut != -1:
-            text = text[: cut + len(final)]
+    if final is not None:
+        tag = _CONTINUE_TAG.strip()
+        if final.strip() not in text or tag not in text:
+            raise ChatTemplateError("continue_final_message is set but the final message does not appear in the "
+                                    "chat after applying the chat template")
+        cut = text.rindex(tag)
+        text = text[:cut] if text[cut:cut + len(_CONTINUE_TAG)] == _CONTINUE_TAG else text[:cut].rstrip()
     return text
-
-
-def token_text(value: Any) -> str | None:
-    """A special token in tokenizer_config.json is a string or an AddedToken-like dict."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and isinstance(value.get("content"), str):
-        return value["content"]
-    return None
-
-
-SPECIAL_TOKEN_NAMES = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token")
-
-
-@dataclass(frozen=True)
-class ChatTemplate:
-    """A model folder's chat template and the special tokens it may refer to."""
-
-    source: str
-    special_tokens: dict[str, str]
-
-    @classmethod
-    def from_model_dir(cls, model_dir: Path) -> ChatTemplate:
-        config_path = model_dir / "tokenizer_config.json"
-        config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
-        source = config.get("chat_template")
-        jinja_file = model_dir / "chat_template.jinja"
-        if jinja_file.is_file():
-            source = jinja_file.read_text(encoding="utf-8")
-        if not isinstance(source, str):
-            raise ChatTemplateError(f"{model_dir} defines no chat template")
-        special = {name: text for name in SPECIAL_TOKEN_NAMES if (text := token_text(config.get(name)))}
-        return cls(source, special)
-
-    def render(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
-               add_generation_prompt: bool = True, continue_final_message: bool = False,
-               **template_kwargs: Any) -> str:
-        return render_chat(self.source, messages, tools=tools, add_generation_prompt=add_generation_prompt,
-                           continue_final_message=continue_final_message, special_tokens=self.special_tokens,
-                           template_kwargs=template_kwargs)

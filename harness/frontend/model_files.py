@@ -15,7 +15,6 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from tokenspec.chat_template import token_text as _token_text
 from tokenspec.errors import UsageError
 
 _NAMED_SPECIAL = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
@@ -28,6 +27,15 @@ _GENERATION_DEFAULTS = {
     "min_p": "min_p",
     "max_new_tokens": "max_tokens",
 }
+
+
+def _token_text(value: Any) -> str | None:
+    """A special token in tokenizer_config.json is a string or an AddedToken-like dict."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("content"), str):
+        return value["content"]
+    return None
 
 
 def _read_json(path: Path) -> dict[str, Any]:

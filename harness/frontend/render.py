@@ -13,8 +13,8 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from tokenspec.chat_template import render_chat
-from tokenspec.harness.frontend import token_native
+from tokenspec.harness.frontend import conversation, token_native
+from tokenspec.harness.frontend.chat_template import render_chat, wants_content_parts
 from tokenspec.harness.frontend.config import FrontendConfig
 from tokenspec.harness.frontend.errors import bad_request
 from tokenspec.harness.frontend.model_files import ModelFiles
@@ -78,12 +78,14 @@ class Renderer:
         if continue_final and add_generation:
             raise bad_request("Cannot set both `continue_final_message` and `add_generation_prompt` to True.")
         add_special = bool(body.get("add_special_tokens", False))
+        as_parts = wants_content_parts(template)
+        kwargs = template_kwargs(body)
 
         def render(messages: list[dict[str, Any]]) -> str:
-            return render_chat(template, _join_tool_text_parts(messages), tools=tools or None,
-                               add_generation_prompt=add_generation, continue_final_message=continue_final,
-                               special_tokens=self.model.special_tokens,
-                               template_kwargs=body.get("chat_template_kwargs") or {})
+            return render_chat(template, conversation.normalise(messages, template, as_parts),
+                               tools=conversation.normalise_tools(tools), add_generation_prompt=add_generation,
+                               continue_final_message=continue_final, special_tokens=self.model.special_tokens,
+                               template_kwargs=kwargs)
 
         if token_native.has_blocks(body["messages"]):
             return token_native.prompt_ids_with_blocks(body["messages"], render, self.model.encode, add_special)
@@ -121,6 +123,17 @@ class Renderer:
                 f"prompt contains at least {len(ids)} input tokens. Please reduce the length of the input "
                 "prompt.", param="input_tokens")
         return ids
+
+    def _reasoning_ended(self, prompt_ids: list[int]) -> bool:
+        """Whether the prompt already left reasoning: the last think marker in it is the end marker."""
+        start = self.model.added_vocab.get("<think>")
+        end = self.model.added_vocab.get("</think>")
+        for token in reversed(prompt_ids):
+            if token == start:
+                return False
+            if token == end:
+                return True
+        return False
 
     # -- sampling params --------------------------------------------------------------------------------
 
@@ -217,10 +230,9 @@ class Renderer:
         params = self.sampling_params(body, len(ids), chat=True)
         extra: dict[str, Any] = {}
         if self.config.reasoning_parser:
-            kwargs = {"add_generation_prompt": body.get("add_generation_prompt", True) is not False,
-                      "continue_final_message": bool(body.get("continue_final_message")),
-                      **(body.get("chat_template_kwargs") or {})}
-            extra = {"reasoning_ended": _reasoning_ended(kwargs),
+            kwargs = template_kwargs(body)
+            kwargs.pop("documents", None)
+            extra = {"reasoning_ended": self._reasoning_ended(ids),
                      "reasoning_parser_kwargs": {"chat_template_kwargs": kwargs}}
         else:
             extra = {"reasoning_ended": None, "reasoning_parser_kwargs": None}
@@ -241,22 +253,6 @@ class Renderer:
             out.append(self._generate_request(body, rid, ids, params,
                                               {"reasoning_ended": None, "reasoning_parser_kwargs": None}))
         return out
-
-
-def _join_tool_text_parts(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Tool results given as text-only part lists become one string, parts joined with "\n".
-
-    vLLM does this for the tool role whatever the template's content format (most templates only handle
-    string tool content), so the rendered prompt differs from a plain part-by-part rendering.
-    """
-    out = []
-    for message in messages:
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, list) and message.get("role") == "tool" and all(
-                isinstance(p, dict) and p.get("type") == "text" for p in content):
-            message = {**message, "content": "\n".join(p.get("text", "") for p in content)}
-        out.append(message)
-    return out
 
 
 # vLLM's StructuredOutputsParams fields, written in full as vLLM's render writes them.
@@ -283,9 +279,21 @@ def _structured_outputs(body: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _reasoning_ended(kwargs: dict[str, Any]) -> bool:
-    """Whether the prompt already left reasoning (the template closed the think block itself)."""
-    return kwargs.get("enable_thinking") is False
+def template_kwargs(body: dict[str, Any]) -> dict[str, Any]:
+    """The chat template's keyword arguments, merged as vLLM merges them.
+
+    The request's ``chat_template_kwargs`` first, then its own fields on top (a field that is null or
+    "auto" leaves the kwarg alone); ``reasoning_effort`` also sets ``enable_thinking`` (off for "none")
+    unless the request's kwargs already say.
+    """
+    user = dict(body.get("chat_template_kwargs") or {})
+    add_generation = body.get("add_generation_prompt", True)
+    own: dict[str, Any] = {"add_generation_prompt": True if add_generation is None else add_generation,
+                           "continue_final_message": bool(body.get("continue_final_message")),
+                           "documents": body.get("documents"), "reasoning_effort": body.get("reasoning_effort")}
+    if body.get("reasoning_effort") is not None and "enable_thinking" not in user:
+        own["enable_thinking"] = body["reasoning_effort"] != "none"
+    return user | {k: v for k, v in own.items() if v is not None and v != "auto"}
 
 
 def _stream_options(body: dict[str, Any]) -> dict[str, Any] | None:
