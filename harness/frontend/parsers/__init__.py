@@ -5,6 +5,7 @@ byte-level pieces instead of the added token, and the markup must still be recog
 """
 
 from tokenspec.harness.frontend.parsers.hermes import HermesToolParser
+from tokenspec.harness.frontend.parsers.llama3_json import Llama3JsonToolParser
 from tokenspec.harness.frontend.parsers.output import OutputParser, ParsedMessage
 from tokenspec.harness.frontend.parsers.think import DeepSeekR1ReasoningParser, ThinkReasoningParser
 
@@ -12,6 +13,9 @@ REASONING_PARSERS: dict[str, type[ThinkReasoningParser]] = {
     "qwen3": ThinkReasoningParser,
     "deepseek_r1": DeepSeekR1ReasoningParser,
 }
-TOOL_PARSERS: dict[str, type[HermesToolParser]] = {"hermes": HermesToolParser}
+TOOL_PARSERS: dict[str, type[HermesToolParser] | type[Llama3JsonToolParser]] = {
+    "hermes": HermesToolParser,
+    "llama3_json": Llama3JsonToolParser,
+}
 
 __all__ = ["REASONING_PARSERS", "TOOL_PARSERS", "OutputParser", "ParsedMessage"]
