@@ -18,6 +18,7 @@ from tokenspec.harness.frontend.chat_template import render_chat, wants_content_
 from tokenspec.harness.frontend.config import FrontendConfig
 from tokenspec.harness.frontend.errors import bad_request
 from tokenspec.harness.frontend.model_files import ModelFiles
+from tokenspec.harness.frontend.parsers import REASONING_PARSERS
 from tokenspec.harness.frontend.validation import check_sampling_ranges
 
 # OpenAI defaults for the fields a generation_config.json may override.
@@ -68,7 +69,8 @@ class Renderer:
             raise bad_request("As of transformers v4.44, default chat template is no longer allowed, so you "
                               "must provide a chat template if the tokenizer does not define one.")
         tools = body.get("tools")
-        if tools and body.get("tool_choice") in (None, "auto") and not self.config.tool_parser:
+        # vLLM 0.32 checks this only when no parser at all is configured (a reasoning parser alone lets it pass)
+        if tools and body.get("tool_choice") in (None, "auto") and not self.parsers_on:
             raise bad_request('"auto" tool choice requires --enable-auto-tool-choice and '
                               "--tool-call-parser to be set")
         continue_final = bool(body.get("continue_final_message"))
@@ -123,17 +125,6 @@ class Renderer:
                 f"prompt contains at least {len(ids)} input tokens. Please reduce the length of the input "
                 "prompt.", param="input_tokens")
         return ids
-
-    def _reasoning_ended(self, prompt_ids: list[int]) -> bool:
-        """Whether the prompt already left reasoning: the last think marker in it is the end marker."""
-        start = self.model.added_vocab.get("<think>")
-        end = self.model.added_vocab.get("</think>")
-        for token in reversed(prompt_ids):
-            if token == start:
-                return False
-            if token == end:
-                return True
-        return False
 
     # -- sampling params --------------------------------------------------------------------------------
 
@@ -232,8 +223,13 @@ class Renderer:
         if self.config.reasoning_parser:
             kwargs = template_kwargs(body)
             kwargs.pop("documents", None)
-            extra = {"reasoning_ended": self._reasoning_ended(ids),
+            parser = REASONING_PARSERS[self.config.reasoning_parser](kwargs)
+            ended = body.get("include_reasoning") is False or parser.prompt_left_reasoning(ids, self.model.added_vocab)
+            extra = {"reasoning_ended": ended,
                      "reasoning_parser_kwargs": {"chat_template_kwargs": kwargs}}
+        elif self.config.tool_parser:  # vLLM 0.32's tool-only parsers still answer: thinking off means ended
+            ended = body.get("include_reasoning") is False or template_kwargs(body).get("enable_thinking") is False
+            extra = {"reasoning_ended": ended, "reasoning_parser_kwargs": None}
         else:
             extra = {"reasoning_ended": None, "reasoning_parser_kwargs": None}
         out = self._generate_request(body, f"chatcmpl-{id_suffix}", ids, params, extra)

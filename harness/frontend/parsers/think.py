@@ -29,6 +29,26 @@ class ThinkReasoningParser:
         self._content_start: int | None = None if self.enabled else 0
         self._content_sent = 0  # length of the cleaned content already returned (thinking enabled only)
 
+    #: tokens that end the scan of the prompt for a think marker (the current turn only); none: the whole prompt
+    TURN_BOUNDARIES: tuple[str, ...] = ("<|im_start|>", "<|im_end|>")
+
+    def prompt_left_reasoning(self, prompt_ids: list[int], vocab: dict[str, int]) -> bool:
+        """Whether generation starts after reasoning (render's ``reasoning_ended``), from the prompt's ids.
+
+        vLLM 0.32: with thinking off, always; else the last ``</think>`` or ``<think>`` of the current turn
+        decides (end: True, start: False), and a prompt whose current turn has neither is still reasoning.
+        """
+        if not self.enabled:
+            return True
+        start, end = vocab.get(THINK_START), vocab.get(THINK_END)
+        boundaries = {vocab[t] for t in self.TURN_BOUNDARIES if t in vocab}
+        for token in reversed(prompt_ids):
+            if token == end:
+                return True
+            if token == start or token in boundaries:
+                return False
+        return False
+
     @staticmethod
     def _end_of_reasoning(text: str) -> tuple[int, int] | None:
         """(end of reasoning, start of content) for the first end marker, or None."""
@@ -93,6 +113,8 @@ class DeepSeekR1ReasoningParser(ThinkReasoningParser):
     (tool-call markup inside reasoning stays reasoning), text after the first ``<think>`` is what is split,
     and later ``</think>`` strings stay in the content.
     """
+
+    TURN_BOUNDARIES = ()  # the whole prompt is scanned
 
     def __init__(self, chat_template_kwargs: dict[str, Any] | None = None) -> None:
         super().__init__(None)
