@@ -508,3 +508,63 @@ def test_table_matches_live_vllm(vllm_llama3_render, tok):
     live = record(vllm_llama3_render, tok)
     assert {n: {m: as_tuple(r) for m, r in modes.items()} for n, modes in live.items()} == EXPECTED
     assert all(r["ids_ok"] for modes in live.values() for r in modes.values())
+
+
+# Runs in vLLM's own Python: its Llama3JsonToolParser fed the given chunks, with the serving layer's
+# finishing flush (the last chunk's tool-call delta gets the last call's unsent arguments).
+_VLLM_STREAM_SCRIPT = """
+import json, sys
+from transformers import AutoTokenizer
+from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+from vllm.tool_parsers.llama_tool_parser import Llama3JsonToolParser
+tok = AutoTokenizer.from_pretrained(sys.argv[1])
+req = ChatCompletionRequest(model="l3", messages=[{"role": "user", "content": "hi"}],
+                            tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}])
+out = []
+for pieces in json.load(sys.stdin):
+    parser, prev, rows = Llama3JsonToolParser(tok), "", []
+    for i, piece in enumerate(pieces):
+        try:
+            m = parser.extract_tool_calls_streaming(prev, prev + piece, piece, [], [], [], req)
+        except Exception:
+            m = None
+        if m is not None and m.tool_calls and i == len(pieces) - 1:
+            last = m.tool_calls[-1]
+            last.function.arguments = (last.function.arguments or "") + parser.get_remaining_unstreamed_args()
+        calls = [[c.index, c.id is not None, c.function.name, c.function.arguments]
+                 for c in (m.tool_calls if m else [])]
+        rows.append([(m.content if m else None) or None, calls])
+        prev += piece
+    out.append(rows)
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.vllm
+def test_streaming_state_machine_matches_vllm_parser_on_random_chunks(vllm_install, llama3_model):
+    """Chunk by chunk, our deltas equal those of vLLM's own parser class, on random character splits."""
+    import subprocess
+
+    if vllm_install.executable.name == "vllm":
+        pytest.skip("needs vLLM's python (the cpu install)")
+    rng = random.Random(11)
+    texts = [*OUTPUTS.values(),
+             '{"name": "f", "parameters": {"n": 1.52e2, "m": [1, {"x": "y"}]}}; '
+             '{"name": "g", "arguments": {"s": "a  "}}',
+             '<|python_tag|>{"name": "f", "parameters": {"q": "\\u00e9\\n"}}; {"name": "g", "parameters": {}}',
+             '{"name": 5, "parameters": {}}', '{"name": "f", "parameters": null}', '[1, 2]']
+    cases = []
+    for text in texts:
+        low = first_cut(text)
+        for _ in range(30):
+            k = min(len(text) - low, rng.choice([0, 1, 2, 5, 10, 40]))
+            cases.append(split(text, sorted(rng.sample(range(low, len(text)), k)) if k > 0 else []))
+    run = subprocess.run([str(vllm_install.executable), "-c", _VLLM_STREAM_SCRIPT, str(llama3_model)],
+                         input=json.dumps(cases), capture_output=True, text=True, env=vllm_install.environment(),
+                         timeout=300, check=True)
+    for pieces, want in zip(cases, json.loads(run.stdout.strip().splitlines()[-1]), strict=True):
+        parser, got = Llama3JsonToolParser(), []
+        for i, piece in enumerate(pieces):
+            content, deltas = parser.feed(piece, finished=i == len(pieces) - 1)
+            got.append([content or None, [[d.index, d.id is not None, d.name, d.arguments] for d in deltas]])
+        assert got == want, pieces
