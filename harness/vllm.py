@@ -247,6 +247,8 @@ class VllmServer:
 def parser_args(tool_parser: str | None, reasoning_parser: str | None) -> list[str]:
     """The vLLM flags that switch on tool-call and reasoning parsing (render, derender and the coupled API)."""
     args: list[str] = []
+    tool_parser = None if tool_parser == "none" else tool_parser
+    reasoning_parser = None if reasoning_parser == "none" else reasoning_parser
     if tool_parser:
         args += ["--enable-auto-tool-choice", "--tool-call-parser", tool_parser]
     if reasoning_parser:

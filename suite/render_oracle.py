@@ -112,6 +112,7 @@ class RenderOracle:
 
     tokenizer: Any
     template: str
+    multimodal: bool = False  # the folder has an image/video processor configuration
 
     @classmethod
     def load(cls, model_dir: Path) -> RenderOracle:
@@ -198,4 +199,7 @@ def _load(model_dir: str) -> RenderOracle:
         template = template.get("default")
     if not isinstance(template, str):
         raise OracleUnavailable(f"{model_dir} defines no chat template")
-    return RenderOracle(tokenizer, template)
+    folder = Path(model_dir)
+    multimodal = any((folder / name).is_file() for name in ("preprocessor_config.json", "processor_config.json",
+                                                            "video_preprocessor_config.json"))
+    return RenderOracle(tokenizer, template, multimodal)

@@ -1,16 +1,21 @@
-"""Golden cases for the target's tokenizer (RENDER-005, DERENDER-*): exact token IDs and exact splits.
+"""Golden cases for the target's tokenizer (RENDER-005, RENDER-023, DERENDER-*): exact token IDs and exact splits.
 
 Applied only when ``--tokenizer`` names a model folder whose tokenizer fingerprint has a golden file
-(``tokenspec golden build`` makes one); otherwise they are not tested. Derender expectations come from
+(``tokenspec golden build`` makes one); otherwise they are not tested. Each case records its oracle(s): render ids
+from transformers (cross-checked with vLLM's render server), recorded derender splits from vLLM's derender with the
+family's parsers (corrected by the spec where vLLM deviates; the file lists each correction). A recorded derender
+case applies only to a target running the same parsers; the hand-written derender cases take their split from
 ``specs/parsers.yaml`` for the target's parsers.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from tokenspec.specs.parser_families import Split
 from tokenspec.suite.derender_checks import assert_split, configured_split
 from tokenspec.suite.gating import not_tested
 
@@ -31,14 +36,58 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("golden", _cases(metafunc.config))
 
 
+def _first_difference(a: list[int], b: list[int]) -> str:
+    k = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    return f"first difference at index {k}: got {a[k:k + 8]}, expected {b[k:k + 8]} ({len(a)} vs {len(b)} ids)"
+
+
+def _check_render(api, target, capabilities, golden) -> None:
+    if golden.get("feature"):
+        capabilities.require(golden["feature"])
+    chat = golden["kind"] == "render"
+    path = "/v1/chat/completions/render" if chat else "/v1/completions/render"
+    body = {"model": target.model, **golden["request"]}
+    expect = golden["expect"]
+    if "status" in expect:
+        status = api.post(path, body).status_code
+        assert 400 <= status < 500, (f"[RENDER-005] the template refuses this conversation "
+                                     f"({expect.get('reason', '')}); render answered {status}")
+        return
+    out = api.post_ok(path, body)
+    got = [out["token_ids"]] if chat else [r["token_ids"] for r in out]
+    want = [expect["token_ids"]] if chat else expect["token_ids"]
+    assert len(got) == len(want), f"{len(got)} prompts rendered, {len(want)} expected"
+    for g, w in zip(got, want, strict=True):
+        assert g == w, f"[{golden['requirements'][0]}] render differs from {'+'.join(golden['oracles'])}: " \
+                       f"{_first_difference(g, w)}"
+
+
+def _check_recorded_derender(api, target, capabilities, golden) -> None:
+    configured = (capabilities.parsers.get("tool"), capabilities.parsers.get("reasoning"))
+    recorded = (golden["parsers"]["tool"], golden["parsers"]["reasoning"])
+    if configured != recorded:
+        not_tested(f"recorded with tool parser {recorded[0]} and reasoning parser {recorded[1]}; the target runs "
+                   f"{configured[0]} and {configured[1]}")
+    body = json.loads(json.dumps(golden["request"]))
+    body["model"] = body["chat_request"]["model"] = target.model
+    out = api.post_ok("/v1/chat/completions/derender", body)
+    choices = sorted(out["choices"], key=lambda c: c["index"])
+    assert len(choices) == len(golden["expect"]["choices"]), "one derendered choice per generated choice"
+    for choice, want in zip(choices, golden["expect"]["choices"], strict=True):
+        expected = Split.from_entry(want)
+        diffs = expected.differences(choice["message"], choice["finish_reason"])
+        split = [d for d in diffs if not d.startswith("finish_reason")]
+        assert not split, f"[DERENDER-001] split differs from {'+'.join(golden['oracles'])}: " + "; ".join(split)
+        assert not diffs, f"[DERENDER-006] {'; '.join(diffs)}"
+
+
 def test_golden_case(api, target, capabilities, golden) -> None:
     if golden is None:
         not_tested("no golden file for this tokenizer's fingerprint (pass --tokenizer with a model that has one)")
-    if golden["kind"] == "render":
-        if golden.get("feature"):
-            capabilities.require(golden["feature"])
-        out = api.post_ok("/v1/chat/completions/render", {"model": target.model, **golden["request"]})
-        assert out["token_ids"] == golden["expect"]["token_ids"]
+    if golden["kind"] in ("render", "completions-render"):
+        _check_render(api, target, capabilities, golden)
+    elif golden["kind"] == "derender-recorded":
+        _check_recorded_derender(api, target, capabilities, golden)
     else:
         text = golden["output"] if golden.get("like") else None
         want = configured_split(capabilities, golden.get("shape") or golden["like"], golden["variant"], text)

@@ -34,7 +34,12 @@ def _eos(model_dir: Path) -> str | None:
     return eos.get("content") if isinstance(eos, dict) else eos
 
 
-def build_golden(model_dir: Path, out_dir: Path = GOLDEN_DIR) -> Path:
+def build_golden(model_dir: Path, out_dir: Path = GOLDEN_DIR, *, family: str | None = None,
+                 vllm_url: str | None = None, conversations: int = 0) -> Path:
+    """Write the golden file of ``model_dir``: the hand-written cases, plus (``conversations`` > 0) the
+    generated corpus of ``tokenspec.golden_corpus`` (chat derender cases need ``vllm_url``, a vLLM render
+    server on the same folder with the family's parsers). Disagreements between oracles are listed in the file
+    and printed."""
     from tokenizers import Tokenizer
 
     model_dir = Path(model_dir)
@@ -60,10 +65,21 @@ def build_golden(model_dir: Path, out_dir: Path = GOLDEN_DIR) -> Path:
         cases.append({"id": case["id"], "kind": "derender", "requirements": case["requirements"],
                       "output": output, "shape": case.get("shape"), "like": case.get("like"),
                       "variant": case["variant"], "token_ids": ids})
+    disagreements: list[str] = []
+    if conversations:
+        from tokenspec import golden_corpus
+
+        model = _model_name(model_dir)
+        cases += golden_corpus.render_cases(oracle, model, vllm_url, conversations, disagreements)
+        cases += golden_corpus.completions_cases(oracle)
+        if vllm_url and family:
+            cases += golden_corpus.derender_cases(oracle, model, family, vllm_url, disagreements)
+    for note in disagreements:
+        print(f"golden: disagreement: {note}")
     target = out_dir / _model_name(model_dir) / f"{fingerprint}.json"
     target.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"model": _model_name(model_dir), "tokenizer_fingerprint": fingerprint,
-           "tokenspec_version": __version__, "cases": cases}
+    doc = {"model": _model_name(model_dir), "family": family, "tokenizer_fingerprint": fingerprint,
+           "tokenspec_version": __version__, "disagreements": disagreements, "cases": cases}
     target.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     return target
 

@@ -101,8 +101,8 @@ class Derenderer:
                 message["content"] = parsed.content
                 if parsed.tool_calls:
                     message["tool_calls"] = parsed.tool_calls
-                    if not isinstance(chat_request.get("tool_choice"), dict):
-                        finish = "tool_calls"
+                    if finish == "stop" and not isinstance(chat_request.get("tool_choice"), dict):
+                        finish = "tool_calls"  # DERENDER-006: only stop turns into tool_calls
                 if _forces_tool(chat_request):
                     message["content"] = message["content"] or ""
                 message["reasoning"] = parsed.reasoning if include_reasoning else None
@@ -296,7 +296,7 @@ class Derenderer:
             delta["tool_calls"] = tool_calls
         state["role_sent"] = True
         finish = choice.get("finish_reason")
-        if finish is not None and state["tools_streamed"] and not isinstance(chat_request.get("tool_choice"), dict):
+        if finish == "stop" and state["tools_streamed"] and not isinstance(chat_request.get("tool_choice"), dict):
             finish = "tool_calls"
         echo_ids = bool(chat_request.get("return_token_ids")) and include_reasoning
         return {"index": choice["index"], "delta": delta, "logprobs": None, "finish_reason": finish,

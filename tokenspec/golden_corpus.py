@@ -1,0 +1,258 @@
+"""The generated part of a golden file: many render and derender cases for one model family.
+
+Every expectation comes from an oracle that is not the code under test, and each case records which:
+
+- chat render: transformers' ``apply_chat_template`` after RENDER-023's conversation (``suite/render_oracle``),
+  cross-checked against vLLM's render server when one is given ("transformers+vllm" when they agree);
+- completions render: transformers' ``encode`` (special tokens added, as for a completions prompt);
+- chat derender: vLLM's own derender with the family's parsers, then the spec's rules where vLLM 0.32 is known
+  to deviate (DERENDER-006: a parsed tool call ends with finish_reason "tool_calls"). Every correction and every
+  render disagreement is listed in the case (``disagreements``), never silently accepted.
+
+Conversations come from the suite's ``rich_conversations`` strategy, derandomised, so a rebuild with the
+same hypothesis version gives the same cases.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tokenspec.suite.builders import TOOL
+from tokenspec.suite.render_oracle import RenderOracle
+
+#: (tool parser, reasoning parser) each family is served with: vLLM's parsers for that model family.
+FAMILY_PARSERS: dict[str, tuple[str | None, str | None]] = {
+    "tiny": ("hermes", "qwen3"), "qwen3": ("hermes", "qwen3"), "llama3": ("llama3_json", None),
+    "deepseek-r1": (None, "deepseek_r1"),
+}
+
+_CALL = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+_CALL2 = '{"name": "get_weather", "arguments": {"city": "Oslo"}}'
+#: Generated texts per tool-call markup family; reasoning shapes are shared.
+_TOOL_OUTPUTS: dict[str, list[tuple[str, str]]] = {
+    "hermes": [
+        ("tool", f"<tool_call>\n{_CALL}\n</tool_call>"),
+        ("two-tools", f"<tool_call>\n{_CALL}\n</tool_call>\n<tool_call>\n{_CALL2}\n</tool_call>"),
+        ("content-then-tool", f"Sure.<tool_call>\n{_CALL}\n</tool_call>"),
+        ("malformed-tool-json", '<tool_call>\n{"name": "get_weather", "arguments": {"city": </tool_call>'),
+        ("tool-unicode-args", '<tool_call>\n{"name": "get_weather", "arguments": {"city": "東京 😀"}}\n</tool_call>'),
+    ],
+    "llama3_json": [
+        ("tool-parameters", '{"name": "get_weather", "parameters": {"city": "Paris"}}'),
+        ("tool-arguments", _CALL),
+        ("two-tools", '{"name": "get_weather", "parameters": {"city": "Paris"}}; '
+                      '{"name": "get_weather", "parameters": {"city": "Oslo"}}'),
+        ("text-then-json", 'Sure. {"name": "get_weather", "parameters": {"city": "Paris"}}'),
+        ("malformed-tool-json", '{"name": "get_weather", "parameters": {"city": '),
+        ("tool-unicode-args", '{"name": "get_weather", "parameters": {"city": "東京 😀"}}'),
+        ("tool-nested-args", '{"name": "get_weather", "parameters": {"where": {"city": "Paris", "days": [1, 2]}}}'),
+    ],
+}
+_TEXT_OUTPUTS = [
+    ("plain", "The answer is 4."),
+    ("plain-unicode", "Héllo wörld 東京 😀👍🏽"),
+    ("think", "<think>Let me think.</think>The answer is 4."),
+    ("end-only", "Let me think.</think>The answer is 4."),
+    ("unclosed", "<think>Let me think."),
+    ("two-ends", "<think>a</think>b</think>c"),
+    ("whitespace", "  \n spaced out \n\n"),
+    ("json-text", '{"not": "a call"}'),
+]
+
+
+@dataclass
+class CorpusReport:
+    """What a build found: counts per kind and the listed disagreements between oracles."""
+
+    counts: dict[str, int]
+    disagreements: list[str]
+
+
+def _chat_bodies(n: int) -> list[dict[str, Any]]:
+    from hypothesis import HealthCheck, given, settings
+
+    from tokenspec.suite.strategies import rich_conversations
+
+    drawn: list[dict[str, Any]] = []
+
+    @settings(max_examples=n, derandomize=True, database=None, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(rich_conversations())
+    def collect(body: dict[str, Any]) -> None:
+        if len(drawn) < n and body not in drawn:
+            drawn.append(body)
+
+    collect()
+    return drawn
+
+
+def _post(url: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+    """POST to the vLLM oracle; ``url`` may end with ``#NAME``, the model name that server serves."""
+    url, _, served = url.partition("#")
+    if served:
+        body = {**body, "model": served}
+        if "chat_request" in body:
+            body["chat_request"] = {**body["chat_request"], "model": served}
+    response = httpx.post(f"{url}{path}", json=body, timeout=60)
+    return response.status_code, response.json()
+
+
+def render_cases(oracle: RenderOracle, model: str, vllm_url: str | None, n: int,
+                 disagreements: list[str]) -> list[dict[str, Any]]:
+    cases = []
+    for i, body in enumerate(_chat_bodies(n)):
+        case: dict[str, Any] = {"id": f"chat-{i:03d}", "kind": "render", "requirements": ["RENDER-005", "RENDER-023"],
+                                "feature": "tools" if body.get("tools") else None, "request": body}
+        try:
+            case["expect"] = {"token_ids": oracle.prompt_ids(body)}
+        except Exception as exc:  # noqa: BLE001 - the template refused the conversation: the server must too
+            case["expect"] = {"status": 400, "reason": str(exc)[:200]}
+        case["oracles"] = ["transformers"]
+        if vllm_url:
+            status, answer = _post(vllm_url, "/v1/chat/completions/render", {"model": model, **body})
+            theirs = {"token_ids": answer["token_ids"]} if status == 200 else {"status": 400}
+            mine = {k: v for k, v in case["expect"].items() if k != "reason"}
+            if theirs == mine or (status >= 400 and "status" in mine):
+                case["oracles"].append("vllm-render")
+            else:
+                note = f"{case['id']}: vLLM render answered {status}, transformers {mine.get('status', 200)}"
+                case["disagreements"] = [note]
+                disagreements.append(note)
+        cases.append(case)
+    return cases
+
+
+def completions_cases(oracle: RenderOracle) -> list[dict[str, Any]]:
+    prompts: list[tuple[str, Any]] = [
+        ("string", "Hello, world"), ("string-unicode", "Grüße aus 東京 😀"), ("string-specials", "<|im_end|> <think>"),
+        ("list-of-strings", ["first prompt", "second prompt"]), ("token-ids", oracle.encode("Hello world")),
+        ("list-of-token-id-lists", [oracle.encode("Hello"), oracle.encode(" wörld 東京")]),
+    ]
+    cases = []
+    for name, prompt in prompts:
+        if isinstance(prompt, str):
+            expect = [oracle.encode(prompt, True)]
+        elif all(isinstance(p, str) for p in prompt):
+            expect = [oracle.encode(p, True) for p in prompt]
+        elif all(isinstance(p, int) for p in prompt):
+            expect = [list(prompt)]
+        else:
+            expect = [list(p) for p in prompt]
+        cases.append({"id": f"completions-{name}", "kind": "completions-render", "requirements": ["RENDER-005"],
+                      "feature": "completions-render", "request": {"prompt": prompt},
+                      "expect": {"token_ids": expect}, "oracles": ["transformers"]})
+    return cases
+
+
+def _outputs(tool_parser: str | None) -> list[tuple[str, str]]:
+    return _TEXT_OUTPUTS + (_TOOL_OUTPUTS.get(tool_parser or "", []))
+
+
+def _observed(choice: dict[str, Any]) -> dict[str, Any]:
+    message = choice["message"]
+    calls = [{"name": c["function"]["name"], "arguments": c["function"]["arguments"]}
+             for c in message.get("tool_calls") or []]
+    return {"content": message.get("content") or None,
+            "reasoning": message.get("reasoning") or message.get("reasoning_content") or None,
+            "tool_calls": calls, "finish_reason": choice["finish_reason"]}
+
+
+def derender_cases(oracle: RenderOracle, model: str, family: str, vllm_url: str,
+                   disagreements: list[str]) -> list[dict[str, Any]]:
+    """Chat derender cases whose expectation is vLLM's answer with the family's parsers (spec-corrected)."""
+    tool_parser, reasoning_parser = FAMILY_PARSERS[family]
+    cases = []
+    variants = ["thinking", "thinking-off"] if reasoning_parser else ["thinking-off"]
+    finishes = [("stop", "stop"), ("length", "length")]
+    for shape, text in _outputs(tool_parser):
+        ids = oracle.encode(text, False)
+        for variant in variants:
+            for finish_name, finish in finishes:
+                if finish_name == "length" and variant == "thinking-off" and reasoning_parser:
+                    continue  # enough coverage of length with thinking on
+                request: dict[str, Any] = {"model": model,
+                                           "messages": [{"role": "user", "content": "Weather in Paris?"}]}
+                if tool_parser:
+                    request["tools"] = [TOOL]
+                if variant == "thinking-off":
+                    request["chat_template_kwargs"] = {"enable_thinking": False}
+                n = 2 if shape == "plain" and finish == "stop" else 1
+                choices = [{"index": k, "token_ids": ids, "finish_reason": finish} for k in range(n)]
+                body = {"model": model, "generate_response": {"request_id": "golden", "choices": choices},
+                        "chat_request": request, "prompt_tokens": 7}
+                cases.append(_recorded(f"derender-{shape}-{variant}-{finish_name}", body, text, tool_parser,
+                                       reasoning_parser, vllm_url, disagreements))
+    # the last character's bytes cut short: the decoder must not emit half a character
+    cut = oracle.encode("Prix: 5 €", False)
+    body = {"model": model, "generate_response": {"request_id": "golden", "choices": [
+        {"index": 0, "token_ids": cut[:-1] if len(cut) > 1 else cut, "finish_reason": "length"}]},
+        "chat_request": {"model": model, "messages": [{"role": "user", "content": "Price?"}],
+                         "chat_template_kwargs": {"enable_thinking": False}}, "prompt_tokens": 7}
+    cases.append(_recorded("derender-partial-utf8-end", body, "Prix: 5 €", tool_parser, reasoning_parser, vllm_url,
+                           disagreements))
+    return cases
+
+
+def _recorded(case_id: str, body: dict[str, Any], text: str, tool_parser: str | None, reasoning_parser: str | None,
+              vllm_url: str, disagreements: list[str]) -> dict[str, Any]:
+    status, answer = _post(vllm_url, "/v1/chat/completions/derender", body)
+    if status != 200:
+        raise RuntimeError(f"vLLM's derender refused golden case {case_id}: {status} {answer}")
+    expect = [_observed(c) for c in sorted(answer["choices"], key=lambda c: c["index"])]
+    notes = []
+    for k, choice in enumerate(expect):
+        if choice["tool_calls"] and choice["finish_reason"] == "stop":
+            choice["finish_reason"] = "tool_calls"
+            notes.append(f"{case_id} choice {k}: vLLM 0.32 keeps finish_reason stop after a parsed tool call; "
+                         "DERENDER-006 says tool_calls")
+    disagreements.extend(notes)
+    case = {"id": case_id, "kind": "derender-recorded", "requirements": ["DERENDER-001", "DERENDER-006"],
+            "parsers": {"tool": tool_parser, "reasoning": reasoning_parser}, "output": text, "request": body,
+            "expect": {"choices": expect}, "oracles": ["vllm-derender"] + (["spec:DERENDER-006"] if notes else [])}
+    if notes:
+        case["disagreements"] = notes
+    return case
+
+
+def canonical_arguments(arguments: str | None) -> str | None:
+    """Tool-call arguments compared as JSON values, not as spellings."""
+    if arguments is None:
+        return None
+    try:
+        return json.dumps(json.loads(arguments), sort_keys=True, ensure_ascii=False)
+    except ValueError:
+        return arguments
+
+
+def family_folder(family: str, model_dir: Path | None = None) -> Path:
+    """The family's model folder: built into ``model_dir``, or into the cache (deterministic, seconds)."""
+    from tokenspec.harness.models import build
+    from tokenspec.harness.vllm import cache_dir
+
+    target = model_dir or cache_dir() / "families" / family
+    return build(target, family).model_dir
+
+
+def family_golden(family: str, model_dir: Path | None, out_dir: Path, *, vllm_url: str | None = None,
+                  conversations: int = 130) -> tuple[Path, int]:
+    """``tokenspec golden build --family``: build the folder, start vLLM's render server with the family's
+    parsers unless ``vllm_url`` is given, and write the golden file; returns it and its disagreement count."""
+    from contextlib import nullcontext
+
+    from tokenspec.golden_cases import build_golden
+    from tokenspec.harness import vllm
+
+    folder = family_folder(family, model_dir)
+    name = json.loads((folder / "tokenspec-model.json").read_text())["name"]
+    tool, reasoning = FAMILY_PARSERS[family]
+    server = None if vllm_url else vllm.VllmServer(vllm.find_vllm("auto"), "render", folder, name,
+                                                    extra_args=vllm.parser_args(tool, reasoning))
+    with server if server is not None else nullcontext():
+        url = vllm_url or server.url  # type: ignore[union-attr]
+        path = build_golden(folder, out_dir, family=family, vllm_url=url, conversations=conversations)
+    return path, len(json.loads(path.read_text())["disagreements"])
