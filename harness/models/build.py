@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -232,18 +233,26 @@ def build_family(out_dir: Path, spec: FamilySpec) -> tinymodel.BuildResult:
         "config.json": _json_bytes(_model_config(spec)),
         "generation_config.json": _json_bytes(spec.generation_config),
     }
+    # Every file is written beside its final name and renamed over it, so a server reading a folder that is being
+    # rebuilt sees the old file or the new one, never half of one.
+    def replace(name: str, write: Callable[[Path], None]) -> None:
+        tmp = out_dir / f".{name}.{os.getpid()}.tmp"
+        write(tmp)
+        tmp.chmod(0o644)  # safetensors creates its file owner-only; every file gets the same mode
+        os.replace(tmp, out_dir / name)
+
     try:
         (out_dir / MARKER_FILE).unlink(missing_ok=True)  # an interrupted rebuild is not a finished build
         for name, data in contents.items():
-            (out_dir / name).write_bytes(data)
+            replace(name, lambda path, data=data: path.write_bytes(data))
         weights_path = out_dir / "model.safetensors"
         with step(f"writing random {spec.architecture} weights (vocab {spec.vocab_size}) to {weights_path}"):
             weights: dict[str, np.ndarray] = tinymodel.random_weights(spec.vocab_size, spec.architecture)
-            save_file(weights, str(weights_path), metadata={"format": "pt"})
-        weights_path.chmod(0o644)  # safetensors creates the file owner-only; match the other files
+            replace("model.safetensors",
+                    lambda path: save_file(weights, str(path), metadata={"format": "pt"}))
         contents["model.safetensors"] = weights_path.read_bytes()
         contents[MARKER_FILE] = _json_bytes(marker)
-        (out_dir / MARKER_FILE).write_bytes(contents[MARKER_FILE])
+        replace(MARKER_FILE, lambda path: path.write_bytes(contents[MARKER_FILE]))
     except OSError as exc:
         raise UsageError(f"cannot write the model into {out_dir}: {exc.strerror or exc}") from exc
     return tinymodel.BuildResult(model_dir=out_dir, fingerprint=fingerprint,
