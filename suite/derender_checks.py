@@ -9,21 +9,38 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenspec.specs.parser_families import REASONING_FAMILIES, TOOL_FAMILIES, Split, expected, shapes
+from tokenspec.specs.parser_families import REASONING_FAMILIES, TOOL_FAMILIES, VARIANTS, Split, expected, shapes
 from tokenspec.suite.builders import TOOL, chat_derender, chat_request, choice, generate_response
 from tokenspec.suite.gating import Capabilities, not_tested
 
 CHAT_DERENDER = "/v1/chat/completions/derender"
 
 
-def configured_split(caps: Capabilities, shape: str, variant: str, text: str | None = None) -> Split:
-    """The specified split of ``shape`` (or of ``text`` split as ``shape`` is) for the target's configuration."""
+def _specified(caps: Capabilities, shape: str, variant: str) -> set[Split | None]:
+    """Every split the table specifies for ``shape`` under the configurations the target may run."""
     reasoning, tool = caps.parsers.get("reasoning"), caps.parsers.get("tool")
     # An unknown family (a parser acts, but like none the spec describes) is held to what every described family
     # agrees on for this shape: a derender that moves reasoning into content fails where they all agree.
     options = [(r, t) for r in (REASONING_FAMILIES if reasoning == "unknown" else (reasoning,))
                for t in (TOOL_FAMILIES if tool == "unknown" else (tool,))]
-    wants = {expected(r, t, shape, variant) for r, t in options}
+    return {expected(r, t, shape, variant) for r, t in options}
+
+
+def tool_call_shapes(caps: Capabilities) -> list[tuple[str, str]]:
+    """(shape, variant) pairs the target's configuration specifies, unambiguously, as giving tool calls."""
+    out = []
+    for shape in shapes():
+        for variant in VARIANTS:
+            wants = _specified(caps, shape, variant)
+            if len(wants) == 1 and (want := next(iter(wants))) is not None and want.tool_calls:
+                out.append((shape, variant))
+    return out
+
+
+def configured_split(caps: Capabilities, shape: str, variant: str, text: str | None = None) -> Split:
+    """The specified split of ``shape`` (or of ``text`` split as ``shape`` is) for the target's configuration."""
+    reasoning, tool = caps.parsers.get("reasoning"), caps.parsers.get("tool")
+    wants = _specified(caps, shape, variant)
     if None in wants:
         not_tested(f"specs/parsers.yaml has no {shape!r} row for {reasoning or 'none'}+{tool or 'none'}")
     if len(wants) > 1:
@@ -48,18 +65,28 @@ def derender_request(caps: Capabilities, model: str, variant: str) -> dict[str, 
     return chat_request(model, [{"role": "user", "content": "Weather in Paris?"}], **fields)
 
 
-def assert_split(api, model: str, caps: Capabilities, ids: list[int], want: Split, variant: str,
-                 requirement: str = "DERENDER-001") -> None:
-    """Derender ``ids`` and compare field by field; the message names ``requirement`` for the split and
-    DERENDER-006 for finish_reason."""
+def derender_choice(api, model: str, caps: Capabilities, ids: list[int], variant: str) -> dict[str, Any]:
+    """The one choice a chat derender of ``ids`` answers, under the request the table was recorded with."""
     body = chat_derender(model, generate_response(choice(ids)), chat_request=derender_request(caps, model, variant))
-    out = api.post_ok(CHAT_DERENDER, body)["choices"][0]
+    return api.post_ok(CHAT_DERENDER, body)["choices"][0]
+
+
+def assert_tool_call_ids(message: dict[str, Any]) -> None:
+    ids_of_calls = [call.get("id") for call in message.get("tool_calls") or []]
+    assert all(isinstance(i, str) and i for i in ids_of_calls) and len(set(ids_of_calls)) == len(ids_of_calls), (
+        f"[DERENDER-026] tool call ids must be non-empty and unique: {ids_of_calls}")
+
+
+def assert_split(api, model: str, caps: Capabilities, ids: list[int], want: Split, variant: str,
+                 requirement: str = "DERENDER-001", check_ids: bool = True) -> None:
+    """Derender ``ids`` and compare field by field; the message names ``requirement`` for the split,
+    DERENDER-026 for tool call ids (unless ``check_ids`` is false) and DERENDER-006 for finish_reason."""
+    out = derender_choice(api, model, caps, ids, variant)
     diffs = want.differences(out["message"], out["finish_reason"])
     parts = [d for d in diffs if not d.startswith("finish_reason")]
     config = f"{caps.parsers.get('reasoning') or 'none'}+{caps.parsers.get('tool') or 'none'}"
     assert not parts, f"[{requirement}] split differs from {config} ({variant}) in specs/parsers.yaml: " + "; ".join(
         parts)
-    ids_of_calls = [call.get("id") for call in out["message"].get("tool_calls") or []]
-    assert all(isinstance(i, str) and i for i in ids_of_calls) and len(set(ids_of_calls)) == len(ids_of_calls), (
-        f"[DERENDER-026] tool call ids must be non-empty and unique: {ids_of_calls}")
+    if check_ids:
+        assert_tool_call_ids(out["message"])
     assert not diffs, f"[DERENDER-006] {'; '.join(diffs)}"

@@ -8,7 +8,8 @@ lists them all. Two rules keep the verdict honest:
 - A probe never concludes "unsupported" from an answer that exists but is wrong. A derender that returns
   the decoded text unchanged has no reasoning parser; one that changes the text (drops the markers, moves it
   around) but gives no ``reasoning`` field runs a broken parser, so reasoning counts as offered and the
-  reasoning tests fail (DERENDER-001).
+  reasoning tests fail (DERENDER-001). Likewise a derender that splits every tool-call shape as the
+  configuration without a tool parser does has no tool parser, whether or not render accepts tools.
 
 A profile (``--profile``) replaces the probe's guesses with declarations; each declared feature is still
 probed, and the difference is a failure of PROFILE-001 (``test_profile.py``).
@@ -236,12 +237,21 @@ def _probe_parsers(c: httpx.Client, caps: Capabilities, target: Target, codec: C
                     f"derender of {text!r} changed the text but gave no reasoning: {json.dumps(message)[:200]}"
                     " (a broken parser, not an absent one)")
         caps.parsers["reasoning"] = "unknown"
-    # Tool calls: only where render accepts tools (a server without a tool parser refuses them).
+    # Tool calls: only where render accepts tools (a server without any parser refuses them).
     if not caps.has("tools"):
         caps.decide("tool-parsing", "unsupported", "probe", caps.decisions["tools"].evidence)
         return
-    family = _which(c, target, codec, "tool", TOOL_FAMILIES, user, tools, caps.parsers.get("reasoning"))
-    if family is None:
+    reasoning = caps.parsers.get("reasoning")
+    answers = _distinguishing_answers(c, target, codec, "tool", user, tools)
+    family = next((f for f in TOOL_FAMILIES if _agrees(answers, (_known(reasoning), f))), None)
+    if family is None and _agrees(answers, (_known(reasoning), None)):
+        # Render accepting tools says nothing about a tool parser (vLLM renders tools for the template with a
+        # reasoning parser alone): a derender that splits every tool-call shape exactly as the configuration
+        # without a tool parser does (the markup stays in content) has none.
+        caps.decide("tool-parsing", "unsupported", "probe", "render accepts tools, but the derender left every"
+                    f" tool-call shape ({', '.join(distinguishing_shapes('tool'))}) as"
+                    f" {_known(reasoning) or 'none'}+none in specs/parsers.yaml splits it: no tool parser")
+    elif family is None:
         caps.decide("tool-parsing", "offered", "probe", "render accepts tools but the derender parsed none of the"
                     f" known families' markup ({', '.join(TOOL_FAMILIES)}); declare tool_parser in --profile")
         caps.parsers["tool"] = "unknown"
@@ -255,20 +265,34 @@ def _which(c: httpx.Client, target: Target, codec: Codec, kind: str, families: t
     """The family whose specified splits of every distinguishing shape the derender reproduces exactly.
 
     Content, reasoning and tool calls are compared; finish_reason is not (it is DERENDER-006's business)."""
+    answers = _distinguishing_answers(c, target, codec, kind, messages, tools)
+    for family in families:
+        if _agrees(answers, (family, None) if kind == "reasoning" else (_known(reasoning), family)):
+            return family
+    return None
+
+
+def _known(reasoning: str | None) -> str | None:
+    """The reasoning family to look tool-call rows up under (an unknown one: the rows without reasoning)."""
+    return None if reasoning == "unknown" else reasoning
+
+
+def _distinguishing_answers(c: httpx.Client, target: Target, codec: Codec, kind: str, messages: list,
+                            tools: list | None) -> dict[str, dict]:
     request: dict[str, Any] = {"model": target.model, "messages": messages}
     if tools:
         request["tools"] = tools
-    answers = {}
-    for shape in distinguishing_shapes(kind):
-        answer, message = _derender_message(c, target, codec.encode(shapes()[shape]), request)
-        answers[shape] = message
-    for family in families:
-        config = (family, None) if kind == "reasoning" else (None if reasoning == "unknown" else reasoning, family)
-        specified = [expected(*config, shape, "thinking") for shape in answers]
-        if all(s is not None and not [d for d in s.differences(answers[shape]) if not d.startswith("finish")]
-               for s, shape in zip(specified, answers, strict=True)):
-            return family
-    return None
+    return {shape: _derender_message(c, target, codec.encode(shapes()[shape]), request)[1]
+            for shape in distinguishing_shapes(kind)}
+
+
+def _agrees(answers: dict[str, dict], config: tuple[str | None, str | None]) -> bool:
+    """Content, reasoning and tool calls of every answer as ``config`` specifies (finish_reason aside)."""
+    for shape, message in answers.items():
+        want = expected(*config, shape, "thinking")
+        if want is None or not message or [d for d in want.differences(message) if not d.startswith("finish")]:
+            return False
+    return True
 
 
 def _probe_generate(c: httpx.Client, caps: Capabilities, target: Target, rendered: Answer) -> None:

@@ -17,7 +17,13 @@ from tokenspec.suite.builders import (
     generate_response,
     visible_text,
 )
-from tokenspec.suite.derender_checks import assert_split, configured_split
+from tokenspec.suite.derender_checks import (
+    assert_split,
+    assert_tool_call_ids,
+    configured_split,
+    derender_choice,
+    tool_call_shapes,
+)
 from tokenspec.suite.gating import not_tested
 
 CHAT = "/v1/chat/completions/derender"
@@ -200,14 +206,27 @@ def test_token_ids_echoed_only_on_request(api, target, codec, capabilities, flag
     assert echoed == (ids if flag else None)
 
 
-@pytest.mark.req("DERENDER-001", "DERENDER-006", "DERENDER-026")
+@pytest.mark.req("DERENDER-001", "DERENDER-006")
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("shape", list(shapes()))
 def test_parser_family_split(api, target, codec, capabilities, shape, variant) -> None:
     """Each shape of markup splits as specs/parsers.yaml says for the parsers the target runs (profile or probe);
-    with no parser configured that is the decoded text, verbatim, as content."""
+    with no parser configured that is the decoded text, verbatim, as content. Runs with or without a tool
+    parser (without one, tool-call markup must stay content); the ids of parsed calls are checked below."""
     want = configured_split(capabilities, shape, variant)
-    assert_split(api, target.model, capabilities, codec.encode(shapes()[shape]), want, variant)
+    assert_split(api, target.model, capabilities, codec.encode(shapes()[shape]), want, variant, check_ids=False)
+
+
+@pytest.mark.req("DERENDER-026")
+def test_parsed_tool_calls_carry_unique_ids(api, target, codec, capabilities) -> None:
+    """Every shape the target's tool parser turns into tool calls (two-tools among them) gives each call an id."""
+    cases = tool_call_shapes(capabilities)
+    if not cases:
+        not_tested("specs/parsers.yaml specifies no tool call for the target's parser configuration")
+    for shape, variant in cases:
+        message = derender_choice(api, target.model, capabilities, codec.encode(shapes()[shape]), variant)["message"]
+        assert message.get("tool_calls"), f"[DERENDER-026] {shape!r} ({variant}) gave no tool call to check"
+        assert_tool_call_ids(message)
 
 
 @pytest.mark.req("DERENDER-022")

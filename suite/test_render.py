@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from tokenspec.specs.openapi import component_validator
 from tokenspec.suite import strategies
 from tokenspec.suite.builders import TOOL, chat_request
+from tokenspec.suite.gating import not_tested
 
 CHAT = "/v1/chat/completions/render"
 COMPLETIONS = "/v1/completions/render"
@@ -254,9 +255,36 @@ def test_output_mode_is_tokens(api, target) -> None:
     assert out.get("output_mode", "tokens") == "tokens"
 
 
-@pytest.mark.req("RENDER-001")
-def test_tools_render(api, target, capabilities) -> None:
+@pytest.mark.req("RENDER-005")
+def test_tools_render(api, target, capabilities, render_oracle) -> None:
+    """The tool list reaches the prompt exactly where the model's template renders it: some templates
+    (DeepSeek-R1's) never mention tools, and there a render that adds them is as wrong as one that drops them."""
     capabilities.require("tools")
-    plain = api.post_ok(CHAT, chat_request(target.model))
-    with_tools = api.post_ok(CHAT, chat_request(target.model, tools=[TOOL]))
-    assert len(with_tools["token_ids"]) > len(plain["token_ids"]), "the tool list must reach the prompt"
+    plain_body, tools_body = chat_request(target.model), chat_request(target.model, tools=[TOOL])
+    plain = api.post_ok(CHAT, plain_body)
+    with_tools = api.post_ok(CHAT, tools_body)
+    if render_oracle.prompt_ids(tools_body) != render_oracle.prompt_ids(plain_body):
+        assert len(with_tools["token_ids"]) > len(plain["token_ids"]), (
+            "[RENDER-005] the tool list must reach the prompt")
+    else:
+        assert with_tools["token_ids"] == plain["token_ids"], (
+            "[RENDER-005] the template does not render tools, yet the render with tools differs from the one without")
+    assert with_tools["token_ids"] == render_oracle.prompt_ids(tools_body), (
+        "[RENDER-005] the render with tools differs from the template oracle")
+
+
+_PIXEL = ("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAAB"
+          "JRU5ErkJggg==")
+
+
+@pytest.mark.req("RENDER-024")
+def test_image_part_is_refused_not_dropped(api, target, render_oracle) -> None:
+    """A text-only model cannot see an image: rendering the text around it as if it were not there gives the
+    engine a prompt the client did not send."""
+    if render_oracle.multimodal:
+        not_tested("the model folder is multimodal (it has a processor configuration): images are its input")
+    body = chat_request(target.model, [{"role": "user", "content": [
+        {"type": "text", "text": "What is in this picture?"}, {"type": "image_url", "image_url": {"url": _PIXEL}}]}])
+    response = api.post(CHAT, body)
+    assert 400 <= response.status_code < 500, (
+        f"[RENDER-024] an image_url part on a text-only model was answered {response.status_code}")
