@@ -69,8 +69,7 @@ class Renderer:
             raise bad_request("As of transformers v4.44, default chat template is no longer allowed, so you "
                               "must provide a chat template if the tokenizer does not define one.")
         tools = body.get("tools")
-        # vLLM 0.32 checks this only when no parser at all is configured (a reasoning parser alone lets it pass)
-        if tools and body.get("tool_choice") in (None, "auto") and not self.parsers_on:
+        if tools and body.get("tool_choice") in (None, "auto") and not self.config.tool_parser:
             raise bad_request('"auto" tool choice requires --enable-auto-tool-choice and '
                               "--tool-call-parser to be set")
         continue_final = bool(body.get("continue_final_message"))
@@ -227,9 +226,6 @@ class Renderer:
             ended = body.get("include_reasoning") is False or parser.prompt_left_reasoning(ids, self.model.added_vocab)
             extra = {"reasoning_ended": ended,
                      "reasoning_parser_kwargs": {"chat_template_kwargs": kwargs}}
-        elif self.config.tool_parser:  # vLLM 0.32's tool-only parsers still answer: thinking off means ended
-            ended = body.get("include_reasoning") is False or template_kwargs(body).get("enable_thinking") is False
-            extra = {"reasoning_ended": ended, "reasoning_parser_kwargs": None}
         else:
             extra = {"reasoning_ended": None, "reasoning_parser_kwargs": None}
         out = self._generate_request(body, f"chatcmpl-{id_suffix}", ids, params, extra)
