@@ -36,6 +36,7 @@ class FrontendProcess:
     engine_url: str | None
     port: int = 0
     log_path: Path | None = None
+    text_filter: str = "pass-through"
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
 
     @property
@@ -53,6 +54,8 @@ class FrontendProcess:
                "--max-model-len", str(MAX_MODEL_LEN)]
         if self.engine_url:
             cmd += ["--engine", self.engine_url]
+        if self.text_filter != "pass-through":
+            cmd += ["--text-filter", self.text_filter]
         with step(f"starting the tokenspec frontend on {self.url} (log {self.log_path})"):
             with open(self.log_path, "wb") as log:
                 self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -87,6 +90,7 @@ class ReferenceServer:
     served_model_name: str = DEFAULT_MODEL_NAME
     port: int = 0
     flavour: str = "auto"
+    text_filter: str = "pass-through"
     engine: vllm.VllmServer | None = field(default=None, init=False)
     frontend: FrontendProcess | None = field(default=None, init=False)
 
@@ -96,7 +100,8 @@ class ReferenceServer:
         self.engine = vllm.VllmServer(install, "engine", self.model_dir, self.served_model_name, extra_args=extra)
         try:
             self.engine.start()
-            self.frontend = FrontendProcess(self.model_dir, self.served_model_name, self.engine.url, self.port)
+            self.frontend = FrontendProcess(self.model_dir, self.served_model_name, self.engine.url, self.port,
+                                            text_filter=self.text_filter)
             self.frontend.start()
         except BaseException:
             self.stop()
@@ -126,7 +131,8 @@ def default_model(work: Path | None = None) -> Path:
 def serve_reference(args: argparse.Namespace) -> int:
     """``tokenspec serve``: run until Ctrl-C or SIGTERM, then stop everything that was started."""
     model_dir = Path(args.model) if args.model else default_model()
-    server = ReferenceServer(model_dir, args.served_model_name, args.port, args.flavour)
+    server = ReferenceServer(model_dir, args.served_model_name, args.port, args.flavour,
+                             text_filter=getattr(args, "text_filter", "pass-through"))
 
     def terminate(signum: int, frame: object) -> None:
         raise KeyboardInterrupt

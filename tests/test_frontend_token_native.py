@@ -283,3 +283,136 @@ def test_gateway_conflict_never_reaches_the_engine(gateway, fixed_engine) -> Non
     assert error["type"] == "tokenizer_version_mismatch"
     _error(gateway.post(CHAT, json=_user([_block([1])])), 400)
     assert len(fixed_engine.requests) == before
+
+
+# -- the proposal's own names (seed 002): response_format_tokens, contradictions, completions pin ---------------
+
+
+def test_response_format_tokens_returns_message_and_delta_token_ids(gateway, generated, version) -> None:
+    out = gateway.post(CHAT, json=_user("hi", response_format_tokens=True)).json()
+    message = out["choices"][0]["message"]
+    assert message["token_ids"] == generated == out["choices"][0]["token_ids"]
+    assert message["content"] == "Hello there", "the proposal's flag keeps the text beside the ids"
+    assert out["tokenizer_version"] == version
+    chunks = _chunks(gateway, _user("hi", response_format_tokens=True))
+    deltas = [c["delta"] for chunk in chunks for c in chunk["choices"]]
+    assert [t for d in deltas for t in d["token_ids"]] == generated
+
+
+def test_the_alias_and_the_proposal_name_may_agree(gateway, generated) -> None:
+    body = _user("hi", response_format_tokens=True, return_token_ids=True, return_tokens_only=True)
+    out = gateway.post(CHAT, json=body).json()
+    assert out["choices"][0]["message"]["token_ids"] == generated
+    assert out["choices"][0]["message"]["content"] is None
+
+
+@pytest.mark.parametrize(("fields", "param", "words"), [
+    ({"response_format_tokens": "tokens"}, "response_format_tokens", "true or false"),
+    ({"response_format_tokens": 1}, "response_format_tokens", "true or false"),
+    ({"response_format_tokens": True, "return_token_ids": False}, "response_format_tokens", "disagree"),
+    ({"response_format_tokens": False, "return_token_ids": True}, "response_format_tokens", "disagree"),
+    ({"return_tokens_only": True, "response_format_tokens": False}, "return_tokens_only", "is false"),
+    ({"return_tokens_only": True, "return_token_ids": False}, "return_tokens_only", "is false"),
+], ids=["string", "int", "yes-no", "no-yes", "only-but-format-off", "only-but-alias-off"])
+@pytest.mark.parametrize("path", [RENDER, CHAT])
+def test_contradictory_output_flags_are_400_saying_why(gateway, fixed_engine, fields, param, words, path) -> None:
+    before = len(fixed_engine.requests)
+    error = _error(gateway.post(path, json=_user("hi", **fields)), 400)
+    assert error["param"] == param and words in error["message"], error
+    assert len(fixed_engine.requests) == before, "a refused request never reaches the engine"
+
+
+def test_completions_refuse_return_tokens_only(gateway) -> None:
+    error = _error(gateway.post("/v1/completions", json={"prompt": [1, 2, 3], "return_tokens_only": True}), 400)
+    assert error["param"] == "return_tokens_only"
+
+
+@pytest.mark.parametrize("path", ["/v1/completions/render", "/v1/completions"])
+def test_completions_honour_the_pin(gateway, version, path) -> None:
+    error = _error(gateway.post(path, json={"prompt": [5, 6, 7], "tokenizer_version": "other", "max_tokens": 2}),
+                   409)
+    assert (error["type"], error["param"]) == ("tokenizer_version_mismatch", "tokenizer_version")
+    assert version in error["message"]
+    assert gateway.post(path, json={"prompt": [5, 6, 7], "max_tokens": 2}).status_code == 200, "no pin needed"
+
+
+def test_completions_token_prompt_pinned_with_token_output(gateway, fixed_engine, generated, version) -> None:
+    body = {"prompt": [5, 6, 7], "tokenizer_version": version, "response_format_tokens": True, "max_tokens": 2}
+    rendered = gateway.post("/v1/completions/render", json=body).json()
+    assert rendered[0]["token_ids"] == [5, 6, 7] and rendered[0]["tokenizer_version"] == version
+    out = gateway.post("/v1/completions", json=body).json()
+    assert fixed_engine.requests[-1]["token_ids"] == [5, 6, 7], "token-id prompts are sent as given"
+    assert out["choices"][0]["token_ids"] == generated and out["tokenizer_version"] == version
+    assert isinstance(out["choices"][0]["text"], str)
+
+
+# -- the safety hook: a pluggable text filter sees every prompt as text -----------------------------------------
+
+
+FORBIDDEN = "bananas"
+
+
+def refuse_bananas(text: str) -> str | None:
+    """A blocking filter plugged in by import path (this module) for the tests below."""
+    return f"mentions {FORBIDDEN}" if FORBIDDEN in text else None
+
+
+@pytest.fixture(scope="module")
+def filtered(model_dir: Path, fixed_engine: FixedEngine) -> Iterator[httpx.Client]:
+    app = Starlette(routes=[Route("/inference/v1/generate", fixed_engine.generate, methods=["POST"]),
+                            Route("/health", lambda request: Response(), methods=["GET"])])
+    with running_app(app) as engine_url:
+        config = FrontendConfig(model_dir, MODEL, tool_parser="hermes", reasoning_parser="qwen3",
+                                engine_url=engine_url, engine_timeout=10,
+                                text_filter=f"{__name__}:refuse_bananas")
+        with running_frontend(config) as url, httpx.Client(base_url=url, timeout=10) as http:
+            yield http
+
+
+def _refused_by_filter(resp: httpx.Response, param: str) -> None:
+    error = _error(resp, 400)
+    assert (error["type"], error["param"]) == ("content_filter", param), error
+    assert f"mentions {FORBIDDEN}" in error["message"], "the filter's own reason reaches the client"
+
+
+def _forbidden_shapes(tok: Tokenizer, version: str) -> dict[str, dict[str, Any]]:
+    ids = tok.encode(f"I like {FORBIDDEN}", add_special_tokens=False).ids
+    head = tok.encode("I like ban", add_special_tokens=False).ids
+    tail = tok.encode("anas", add_special_tokens=False).ids
+    return {
+        "text": _user(f"I like {FORBIDDEN}"),
+        "block": _user(_block(ids), tokenizer_version=version),
+        "split-text-then-block": _user([{"type": "text", "text": "I like ban"}, _block(tail)],
+                                       tokenizer_version=version),
+        "split-block-then-text": _user([_block(head), {"type": "text", "text": "anas"}], tokenizer_version=version),
+    }
+
+
+@pytest.mark.parametrize("shape", ["text", "block", "split-text-then-block", "split-block-then-text"])
+@pytest.mark.parametrize("path", [RENDER, CHAT])
+def test_text_filter_refuses_text_and_token_input_alike(filtered, fixed_engine, tok, version, shape, path) -> None:
+    before = len(fixed_engine.requests)
+    _refused_by_filter(filtered.post(path, json=_forbidden_shapes(tok, version)[shape]), "messages")
+    assert len(fixed_engine.requests) == before, "a refused prompt never reaches the engine"
+
+
+def test_text_filter_guards_completions_and_generate(filtered, tok) -> None:
+    ids = tok.encode(f"I like {FORBIDDEN}", add_special_tokens=False).ids
+    _refused_by_filter(filtered.post("/v1/completions", json={"prompt": ids, "max_tokens": 2}), "prompt")
+    _refused_by_filter(filtered.post("/v1/completions/render", json={"prompt": f"x {FORBIDDEN}"}), "prompt")
+    body = {"token_ids": ids, "sampling_params": {"max_tokens": 2}}
+    _refused_by_filter(filtered.post("/inference/v1/generate", json=body), "token_ids")
+
+
+def test_text_filter_lets_other_prompts_through(filtered, tok, version) -> None:
+    assert filtered.post(CHAT, json=_user("I like apples")).status_code == 200
+    ids = tok.encode("I like apples", add_special_tokens=False).ids
+    assert filtered.post(CHAT, json=_user(_block(ids), tokenizer_version=version)).status_code == 200
+
+
+@pytest.mark.parametrize("spec", ["no-such-filter", "json:no_such_attribute", "no_such_module_xyz:f", "json:__doc__"])
+def test_a_text_filter_that_cannot_load_stops_start_up(model_dir, spec) -> None:
+    from tokenspec.errors import UsageError
+
+    with pytest.raises(UsageError, match="--text-filter"):
+        FrontendConfig(model_dir, MODEL, text_filter=spec)

@@ -104,6 +104,7 @@ def _serve(args: argparse.Namespace) -> int:
             engine_url=args.engine,
             max_model_len=args.max_model_len,
             max_concurrency=args.max_concurrency,
+            text_filter=args.text_filter,
         )
         serve(config, host=args.host, port=args.port)
         return 0
@@ -405,6 +406,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--engine", metavar="URL", help="frontend only: engine URL for the /v1/* gateway")
     serve.add_argument("--max-model-len", type=int, default=2048, help="context length (match the engine's)")
     serve.add_argument("--max-concurrency", type=int, help="gateway requests in flight before answering 503")
+    serve.add_argument("--text-filter", default="pass-through", metavar="NAME|MODULE:ATTR",
+                       help="safety hook: judges every prompt as text (token input decoded) before generation; "
+                            "a built-in name or an import path to a callable (text) -> reason|None "
+                            "(default: pass-through)")
     serve.add_argument("--flavour", choices=["auto", "cpu", "cuda"], default="auto", help="which vLLM build to run")
     serve.set_defaults(handler=_serve)
 

@@ -25,6 +25,7 @@ class FrontendConfig:
     engine_url: str | None = None  # where the /v1/* gateway sends generate requests
     engine_timeout: float = 120.0
     max_concurrency: int | None = None  # gateway requests in flight before answering 503
+    text_filter: str = "pass-through"  # safety hook: a built-in name or module:attribute (frontend/safety.py)
 
     def __post_init__(self) -> None:
         from tokenspec.errors import UsageError
@@ -34,6 +35,9 @@ class FrontendConfig:
                                                                              REASONING_PARSERS)):
             if name is not None and name not in known:
                 raise UsageError(f"unknown {kind} parser {name!r}; known: {', '.join(sorted(known))}")
+        from tokenspec.harness.frontend.safety import load_text_filter
+
+        load_text_filter(self.text_filter)  # a filter that cannot load stops start-up, not the first request
         if self.max_model_len < 1:
             raise UsageError(f"--max-model-len must be positive, got {self.max_model_len}")
 

@@ -122,6 +122,7 @@ class Gateway:
             vocab = self.fe.model.vocab_size
             if (bad := next((t for t in body["token_ids"] if t >= vocab), None)) is not None:
                 raise ApiError(f"Token id {bad} is out of vocabulary", param="token_ids")
+            self.fe.renderer.check_text(body["token_ids"], "token_ids")  # the safety hook sees token input too
             schemas.check_spec(request.url.path, body)  # nothing the spec refuses reaches the engine
             if not body.get("stream"):
                 return JSONResponse(await self._generate(body))
@@ -165,6 +166,7 @@ class Gateway:
 
     async def _chat(self, body: dict[str, Any], suffix: str) -> Response:
         gen_request = self.fe.renderer.render_chat(body, suffix)
+        body = _with_canonical_output(body, chat=True)
         prompt_ids = gen_request["token_ids"]
         name = body.get("model") or self.fe.config.model_name
         if body.get("stream"):
@@ -172,14 +174,14 @@ class Gateway:
             return StreamingResponse(self._relay(resp, self._chat_chunks(body, gen_request)),
                                      media_type="text/event-stream")
         generated = await self._generate(gen_request)
-        if body.get("return_tokens_only"):  # TOKNAT-007: no decoding, no parsers
+        if body["return_tokens_only"]:  # TOKNAT-007: no decoding, no parsers
             out = token_native.tokens_only_chat(self.fe.model, generated, body, len(prompt_ids), name)
         else:
             out = self.fe.derenderer.chat(
                 {"generate_response": generated, "prompt_tokens": len(prompt_ids), "prompt_token_ids": prompt_ids,
                  "chat_request": body}, name)
         out["id"] = gen_request["request_id"]
-        if body.get("return_token_ids") or body.get("return_tokens_only"):
+        if body["return_token_ids"]:  # response_format_tokens, its alias, or implied by return_tokens_only
             out["prompt_token_ids"] = prompt_ids
             for choice, source in zip(out["choices"], generated["choices"], strict=True):
                 choice["message"]["token_ids"] = list(source.get("token_ids") or [])  # TOKNAT-005
@@ -209,8 +211,8 @@ class Gateway:
         prompt_ids = gen_request["token_ids"]
         name = body.get("model") or self.fe.config.model_name
         states: dict[int, dict[str, Any]] = {}
-        tokens_only = bool(body.get("return_tokens_only"))
-        delta_ids = tokens_only or bool(body.get("return_token_ids"))
+        tokens_only = body["return_tokens_only"]
+        delta_ids = body["return_token_ids"]
         version = self.fe.tokenizer_version if token_native.is_token_native(body) else None
 
         def convert(event: dict[str, Any]) -> dict[str, Any] | None:
@@ -247,12 +249,14 @@ class Gateway:
 
     async def _completions(self, body: dict[str, Any], suffix: str) -> Response:
         gen_requests = self.fe.renderer.render_completions(body, suffix)
+        version = self.fe.tokenizer_version if _pins_or_asks_tokens(body) else None
+        body = _with_canonical_output(body, chat=False)
         name = body.get("model") or self.fe.config.model_name
         if body.get("stream"):
             if len(gen_requests) != 1:
                 raise ApiError("streaming is supported for one prompt per request", param="prompt")
             resp = await self._open_stream(gen_requests[0])
-            return StreamingResponse(self._relay(resp, self._completion_chunks(body, gen_requests[0])),
+            return StreamingResponse(self._relay(resp, self._completion_chunks(body, gen_requests[0], version)),
                                      media_type="text/event-stream")
         responses = [await self._generate(r) for r in gen_requests]
         out = self.fe.derenderer.completions(
@@ -264,9 +268,11 @@ class Gateway:
             for choice, (request, generated) in zip(out["choices"], flat, strict=True):
                 choice["prompt_token_ids"] = request["token_ids"]
                 choice["token_ids"] = generated["token_ids"]
+        if version is not None:
+            out["tokenizer_version"] = version
         return JSONResponse(out)
 
-    def _completion_chunks(self, body: dict[str, Any], gen_request: dict[str, Any]
+    def _completion_chunks(self, body: dict[str, Any], gen_request: dict[str, Any], version: str | None
                            ) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
         """The per-event conversion of a completions stream; one stream_state per choice index."""
         prompt_ids = gen_request["token_ids"]
@@ -286,6 +292,22 @@ class Gateway:
             if body.get("return_token_ids"):
                 for choice, source in zip(chunk["choices"], event["choices"], strict=True):
                     choice["token_ids"] = source.get("token_ids")
+            if version is not None:
+                chunk["tokenizer_version"] = version
             return chunk
 
         return convert
+
+
+def _with_canonical_output(body: dict[str, Any], *, chat: bool) -> dict[str, Any]:
+    """The body with the output flags resolved (``token_native.output_format``): ``return_token_ids`` true
+    whenever token ids were asked for under any name, ``return_tokens_only`` a plain boolean. Derender reads
+    ``return_token_ids`` (vLLM's name), so the proposal's ``response_format_tokens`` must reach it as that."""
+    ids, only = token_native.output_format(body, chat=chat)
+    return {**body, "return_token_ids": ids, "return_tokens_only": only}
+
+
+def _pins_or_asks_tokens(body: dict[str, Any]) -> bool:
+    """A completions request that uses the extension's names (its answers then report ``tokenizer_version``);
+    vLLM's own ``return_token_ids`` alone keeps vLLM's answer shape."""
+    return body.get("tokenizer_version") is not None or bool(body.get(token_native.RESPONSE_FORMAT_TOKENS))

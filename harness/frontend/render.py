@@ -13,7 +13,7 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from tokenspec.harness.frontend import conversation, token_native
+from tokenspec.harness.frontend import conversation, safety, token_native
 from tokenspec.harness.frontend.chat_template import render_chat, wants_content_parts
 from tokenspec.harness.frontend.config import FrontendConfig
 from tokenspec.harness.frontend.errors import bad_request
@@ -57,6 +57,11 @@ class Renderer:
         self.parsers_on = bool(config.tool_parser or config.reasoning_parser)
         # the server's tokenizer_version (token-native pin); computed once by the caller at start-up
         self.tokenizer_version = tokenizer_version or token_native.server_tokenizer_version(config.model_dir)
+        self.text_filter = safety.load_text_filter(config.text_filter)
+
+    def check_text(self, ids: list[int], param: str) -> None:
+        """The safety hook on the prompt the engine would run, decoded (text and token input alike)."""
+        safety.check_prompt(self.text_filter, self.model.decode, ids, param)
 
     # -- prompt ---------------------------------------------------------------------------------------
 
@@ -213,10 +218,12 @@ class Renderer:
 
     def render_chat(self, body: dict[str, Any], id_suffix: str) -> dict[str, Any]:
         _check_common(body)
+        token_native.output_format(body, chat=True)  # contradictory output flags: 400 before any work
         pinned = body.get("tokenizer_version") is not None or token_native.has_blocks(body["messages"])
         if pinned:
             token_native.check_request(body, self.tokenizer_version, self.model.vocab_size)
         ids = self._check_length(self.chat_prompt_ids(body), body.get("truncate_prompt_tokens"))
+        self.check_text(ids, "messages")
         params = self.sampling_params(body, len(ids), chat=True)
         extra: dict[str, Any] = {}
         if self.config.reasoning_parser:
@@ -235,15 +242,21 @@ class Renderer:
 
     def render_completions(self, body: dict[str, Any], id_suffix: str) -> list[dict[str, Any]]:
         _check_common(body)
+        token_native.output_format(body, chat=False)
+        token_native.check_pin(body, self.tokenizer_version)  # token-id prompts need no pin; a pin is honoured
         prompts = self.completion_prompts(body)
         base = f"cmpl-{id_suffix}"
         out = []
         for i, ids in enumerate(prompts):
             ids = self._check_length(ids, body.get("truncate_prompt_tokens"))
+            self.check_text(ids, "prompt")
             params = self.sampling_params(body, len(ids), chat=False)
             rid = base if len(prompts) == 1 else f"{base}-{i}"
-            out.append(self._generate_request(body, rid, ids, params,
-                                              {"reasoning_ended": None, "reasoning_parser_kwargs": None}))
+            request = self._generate_request(body, rid, ids, params,
+                                             {"reasoning_ended": None, "reasoning_parser_kwargs": None})
+            if body.get("tokenizer_version") is not None:
+                request["tokenizer_version"] = self.tokenizer_version
+            out.append(request)
         return out
 
 

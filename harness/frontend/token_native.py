@@ -6,6 +6,12 @@ client-given IDs into the templated prompt, and the gateway must answer with IDs
 ``return_tokens_only``, without any text). Requests that use none of it never reach the code below beyond
 a scan for blocks, so the ordinary paths keep vLLM's behaviour exactly.
 
+Names (each one's origin is in specs/token-native.yaml): the proposal's own ``tokenizer_version``,
+``input_tokens`` blocks and ``response_format_tokens``; vLLM's ``return_token_ids`` as an alias of the last;
+tokenspec's ``return_tokens_only`` (the proposal describes a tokens-only answer but names no field). An output
+request these names cannot express consistently is a 400 saying which names disagree, never a silent fallback
+to text (``output_format``).
+
 Splicing works on the rendered text, not on the template: each block is replaced by a unique sentinel
 string, the template is rendered as usual (so the block sits exactly where the template puts that content),
 the text is split at the sentinels, each text segment is encoded on its own and the block's IDs are put
@@ -67,8 +73,54 @@ def has_blocks(messages: list[Any]) -> bool:
 
 def is_token_native(body: dict[str, Any]) -> bool:
     """Whether a chat request uses the extension (its answers then report ``tokenizer_version``)."""
-    return bool(body.get("return_token_ids") or body.get("return_tokens_only")
+    return bool(body.get("return_token_ids") or body.get("return_tokens_only") or body.get(RESPONSE_FORMAT_TOKENS)
                 or body.get("tokenizer_version") is not None or has_blocks(body.get("messages") or []))
+
+
+RESPONSE_FORMAT_TOKENS = "response_format_tokens"  # the proposal's output flag
+_OUTPUT_FLAGS = (RESPONSE_FORMAT_TOKENS, "return_token_ids", "return_tokens_only")
+
+
+def output_format(body: dict[str, Any], *, chat: bool) -> tuple[bool, bool]:
+    """(token ids in the answer, tokens only) from the output flags, or a 400 that names the disagreement.
+
+    ``response_format_tokens`` (the proposal's name) and ``return_token_ids`` (vLLM's) are one flag: both given
+    and different is a contradiction. ``return_tokens_only`` implies token ids, so either flag set to false
+    beside it is one too. A flag that is not a boolean is refused rather than read as truthy or falsy.
+    """
+    given: dict[str, bool] = {}
+    for name in _OUTPUT_FLAGS:
+        value = body.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, bool):
+            raise bad_request(f"{name} must be true or false, got {value!r}", param=name)
+        given[name] = value
+    fmt, ret = given.get(RESPONSE_FORMAT_TOKENS), given.get("return_token_ids")
+    if fmt is not None and ret is not None and fmt != ret:
+        raise bad_request(f"response_format_tokens ({fmt}) and its alias return_token_ids ({ret}) disagree; send "
+                          "one of them", param=RESPONSE_FORMAT_TOKENS)
+    only = given.get("return_tokens_only", False)
+    if only and not chat:
+        raise bad_request("return_tokens_only is a chat field; completions answer token ids with "
+                          "response_format_tokens (or return_token_ids) beside the text", param="return_tokens_only")
+    if only and (fmt is False or ret is False):
+        off = RESPONSE_FORMAT_TOKENS if fmt is False else "return_token_ids"
+        raise bad_request(f"return_tokens_only asks for an answer of token ids only, but {off} is false",
+                          param="return_tokens_only")
+    return bool(fmt or ret or only), only
+
+
+def check_pin(body: dict[str, Any], server_version: str) -> None:
+    """The ``tokenizer_version`` pin alone (completions: token-id prompts need no pin, but a pin is honoured)."""
+    pin = body.get("tokenizer_version")
+    if pin is None:
+        return
+    if not isinstance(pin, str) or not pin:
+        raise bad_request("tokenizer_version must be a non-empty string", param="tokenizer_version")
+    if pin != server_version:
+        raise ApiError(f"tokenizer_version {pin!r} does not match the server's tokenizer_version "
+                       f"{server_version!r}", status=409, err_type=MISMATCH_TYPE, param="tokenizer_version")
 
 
 def check_request(body: dict[str, Any], server_version: str, vocab_size: int) -> None:

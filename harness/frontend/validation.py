@@ -92,6 +92,7 @@ COMPLETION_REQUEST = {
                              {"type": "array", "items": {"type": "integer", "minimum": 0}},
                              {"type": "array", "items": _IDS}]},
         "stop": _STOP, "logprobs": _opt({"type": "integer"}), "echo": _opt(_BOOL), "suffix": _opt(_STR),
+        "tokenizer_version": _opt({"type": "string", "minLength": 1}),
     },
 }
 _GEN_CHOICE = {"type": "object", "required": ["index"], "properties": {
@@ -220,7 +221,7 @@ def check_sampling_ranges(params: dict[str, Any], max_n: int) -> None:
 def _token_native(body: Any) -> bool:
     if not isinstance(body, dict):
         return False
-    if "tokenizer_version" in body or body.get("return_token_ids_only"):
+    if "tokenizer_version" in body or body.get("return_tokens_only") or "response_format_tokens" in body:
         return True
     for message in body.get("messages") or []:
         content = message.get("content") if isinstance(message, dict) else None
@@ -235,7 +236,7 @@ def check_spec(path: str, body: Any) -> None:
     from tokenspec.specs.openapi import request_schema
 
     validator = request_schema(path, "post")
-    if validator is None or _token_native(body):
+    if validator is None or ("/chat/" in path and _token_native(body)):
         return  # the token-native extension has its own schema (token-native.yaml) and checks (token_native.py)
     error = next(iter(validator.iter_errors(body)), None)
     if error is None:
