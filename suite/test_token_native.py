@@ -3,6 +3,11 @@
 Input blocks are checked through chat render, whose answer shows the prompt IDs; output (``message.token_ids``,
 ``delta.token_ids``, ``return_tokens_only``) needs the target's own ``/v1/chat/completions`` and is reported
 unsupported on a target without it (e.g. a render-only server).
+
+The tests under "the proposal's own text" are written from "Token-Native LLM APIs: Input and Output as Token
+IDs" (Kumar Shivendu, 2026): its request shapes (a lone ``input_tokens`` object as ``content``,
+``response_format_tokens: true``) and the properties it states, with only the model, pin and ids taken from
+the target.
 """
 
 from __future__ import annotations
@@ -52,7 +57,7 @@ def _body(target, content: object, **fields: object) -> dict:
 def _generation(target, version: str | None = None, **fields: object) -> dict:
     """A short greedy chat request, optionally pinned."""
     pin = {"tokenizer_version": version} if version is not None else {}
-    return _body(target, "Hello, who are you?", max_tokens=6, temperature=0, **pin, **fields)
+    return _body(target, "Hello, who are you?", **{"max_tokens": 6, "temperature": 0, **pin, **fields})
 
 
 def _find(haystack: list[int], needle: list[int], start: int = 0) -> int:
@@ -222,3 +227,119 @@ def test_token_native_answers_report_tokenizer_version(chat_api, target, server_
     body = _generation(target, server_version, return_token_ids=True, stream=True)
     versions = {event.get("tokenizer_version") for event in chat_api.stream_events(CHAT, body)}
     assert versions == {server_version}, f"stream chunks report {versions}"
+
+
+# -- the proposal's own text: its field names and the properties it states ---------------------------------------
+
+PROPOSAL_TEXT = "Summarize the attached document."  # the proposal's example message
+# Markup the parser families of specs/parsers.yaml move out of content; "modulo parsed markup" drops it.
+PARSER_MARKUP = ("<think>", "</think>", "<tool_call>", "</tool_call>", "<|python_tag|>")
+
+
+def _proposal_body(target, version: str, ids: list[int], **fields: object) -> dict:
+    """The proposal's request: content is one input_tokens object, the top-level pin, its output flag."""
+    return {"model": target.model, "tokenizer_version": version,
+            "messages": [{"role": "user", "content": _block(ids)}], **fields}
+
+
+@pytest.mark.req("TOKNAT-001")
+def test_equal_ids_in_equal_ids_out_through_render(api, target, codec, server_version, render_oracle) -> None:
+    """The proposal's lone input_tokens object: its ids are the prompt's ids at that place, unchanged."""
+    ids = codec.encode(PROPOSAL_TEXT)
+    out = api.post_ok(RENDER, _proposal_body(target, server_version, ids))["token_ids"]
+    expected = render_oracle.prompt_text({"messages": [{"role": "user", "content": SENTINEL}]})
+    text_before, text_after = expected.split(SENTINEL)
+    k = _find(out, ids)
+    while k != -1 and not (codec.decode(out[:k]) == text_before and codec.decode(out[k + len(ids):]) == text_after):
+        k = _find(out, ids, k + 1)
+    assert k != -1, f"the block's ids {ids} are not the prompt's ids between {text_before!r} and {text_after!r}: {out}"
+    again = api.post_ok(RENDER, _proposal_body(target, server_version, ids))["token_ids"]
+    assert again == out, "equal ids in must give equal ids out"
+
+
+@pytest.mark.req("TOKNAT-011", "TOKNAT-001")
+def test_proposal_request_answers_message_token_ids(chat_api, target, codec, server_version) -> None:
+    ids = codec.encode(PROPOSAL_TEXT)
+    body = _proposal_body(target, server_version, ids, response_format_tokens=True, max_tokens=6, temperature=0)
+    rendered = chat_api.post_ok(RENDER, _proposal_body(target, server_version, ids))["token_ids"]
+    out = chat_api.post_ok(CHAT, body)
+    message = out["choices"][0]["message"]
+    token_ids = message.get("token_ids")
+    assert isinstance(token_ids, list) and token_ids, f"response_format_tokens gave no message.token_ids: {message}"
+    assert all(type(t) is int and 0 <= t < codec.vocab_size for t in token_ids), token_ids
+    assert len(token_ids) == out["usage"]["completion_tokens"]
+    assert out["usage"]["prompt_tokens"] == len(rendered), "the prompt is the rendered ids, nothing re-tokenized"
+
+
+@pytest.mark.req("TOKNAT-011")
+def test_proposal_stream_delta_token_ids_concatenate(chat_api, target, server_version) -> None:
+    body = _generation(target, server_version, response_format_tokens=True)
+    whole = chat_api.post_ok(CHAT, body)["choices"][0]["message"]["token_ids"]
+    streamed = []
+    for event in chat_api.stream_events(CHAT, {**body, "stream": True}):
+        for choice in event.get("choices") or []:
+            ids = choice["delta"].get("token_ids")
+            assert isinstance(ids, list), f"a delta without token_ids: {choice}"
+            streamed += ids
+    assert streamed == whole, "the deltas' token_ids do not concatenate to message.token_ids"
+
+
+@pytest.mark.req("TOKNAT-014")
+def test_decoded_token_ids_agree_with_the_text(chat_api, target, codec, server_version) -> None:
+    """decode(message.token_ids) is the answer's text (reasoning then content), less special tokens and the
+    markup the parsers consume; whitespace is not compared (parsers trim around markers)."""
+    # sampled with a seed: greedy output of a random-weights model is often only whitespace, which says nothing
+    body = _generation(target, server_version, response_format_tokens=True, max_tokens=24, temperature=1.0, seed=0)
+    out = chat_api.post_ok(CHAT, body)
+    message = out["choices"][0]["message"]
+    assert not message.get("tool_calls"), "no tools were offered, so nothing may be parsed as a tool call"
+
+    def bare(text: str) -> str:
+        for markup in (*codec.special_texts, *PARSER_MARKUP, "\ufffd"):
+            text = text.replace(markup, "")
+        return "".join(text.split())
+
+    said = (message.get("reasoning") or "") + (message.get("content") or "")
+    decoded = codec.decode(message["token_ids"])
+    assert bare(said) == bare(decoded), f"the text {said!r} is not the decoding {decoded!r} of the token_ids"
+
+
+@pytest.mark.req("TOKNAT-007", "TOKNAT-011")
+def test_tokens_only_answer_carries_no_text(chat_api, target, server_version) -> None:
+    body = _generation(target, server_version, response_format_tokens=True, return_tokens_only=True)
+    out = chat_api.post_ok(CHAT, body)
+    message = out["choices"][0]["message"]
+    texts = {k: message.get(k) for k in ("content", "reasoning", "refusal", "tool_calls")}
+    assert not any(texts.values()), f"a tokens-only answer carries text: {texts}"
+    assert isinstance(message.get("token_ids"), list) and message["token_ids"], message
+    streamed = []
+    for event in chat_api.stream_events(CHAT, {**body, "stream": True}):
+        for choice in event.get("choices") or []:
+            delta = choice["delta"]
+            assert not delta.get("content") and not delta.get("reasoning") and not delta.get("tool_calls"), delta
+            streamed += delta.get("token_ids") or []
+    assert streamed == message["token_ids"]
+
+
+@pytest.mark.req("TOKNAT-012", "ERROR-001")
+@pytest.mark.parametrize("fields", [
+    {"response_format_tokens": "tokens"},
+    {"response_format_tokens": True, "return_token_ids": False},
+    {"response_format_tokens": False, "return_tokens_only": True},
+], ids=["not-a-boolean", "alias-disagrees", "tokens-only-but-off"])
+def test_contradictory_output_flags_are_refused(api, target, endpoint, fields) -> None:
+    resp = api.post(endpoint, _body(target, "Hello", max_tokens=2, **fields))
+    assert resp.status_code == 400, f"answered {resp.status_code} instead of saying why: {resp.text[:300]}"
+
+
+@pytest.mark.req("TOKNAT-013")
+def test_mismatched_pin_is_refused_on_completions(api, target, codec, server_version) -> None:
+    ids = codec.encode(PROPOSAL_TEXT)
+    wrong = "0" * 64 if server_version != "0" * 64 else "1" * 64
+    resp = api.post("/v1/completions/render", {"model": target.model, "prompt": ids, "tokenizer_version": wrong})
+    assert resp.status_code == 409, resp.text[:300]
+    error = resp.json()["error"]
+    assert (error["type"], error.get("param")) == ("tokenizer_version_mismatch", "tokenizer_version"), error
+    pinned = api.post_ok("/v1/completions/render", {"model": target.model, "prompt": ids,
+                                                    "tokenizer_version": server_version})
+    assert pinned[0]["token_ids"] == ids, "a pinned token-id prompt is passed through unchanged"
