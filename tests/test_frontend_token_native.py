@@ -260,7 +260,8 @@ def test_gateway_return_tokens_only(gateway, generated) -> None:
     message = out["choices"][0]["message"]
     assert (message["content"], message["reasoning"], message["tool_calls"]) == (None, None, None)
     assert message["token_ids"] == generated
-    assert out["prompt_token_ids"], "return_tokens_only implies return_token_ids"
+    assert out["prompt_token_ids"] is None and out["choices"][0]["token_ids"] is None, \
+        "the generated ids only: vLLM's echo comes with return_token_ids alone"
     chunks = _chunks(gateway, _user("hi", return_tokens_only=True))
     deltas = [c["delta"] for chunk in chunks for c in chunk["choices"]]
     assert all("content" not in d and not d.get("reasoning") for d in deltas), deltas
@@ -291,8 +292,10 @@ def test_gateway_conflict_never_reaches_the_engine(gateway, fixed_engine) -> Non
 def test_response_format_tokens_returns_message_and_delta_token_ids(gateway, generated, version) -> None:
     out = gateway.post(CHAT, json=_user("hi", response_format_tokens=True)).json()
     message = out["choices"][0]["message"]
-    assert message["token_ids"] == generated == out["choices"][0]["token_ids"]
+    assert message["token_ids"] == generated
     assert message["content"] == "Hello there", "the proposal's flag keeps the text beside the ids"
+    assert out.get("prompt_token_ids") is None and out["choices"][0].get("token_ids") is None, \
+        "the proposal's flag answers the generated ids where the proposal puts them, without vLLM's echo"
     assert out["tokenizer_version"] == version
     chunks = _chunks(gateway, _user("hi", response_format_tokens=True))
     deltas = [c["delta"] for chunk in chunks for c in chunk["choices"]]
@@ -343,6 +346,9 @@ def test_completions_token_prompt_pinned_with_token_output(gateway, fixed_engine
     out = gateway.post("/v1/completions", json=body).json()
     assert fixed_engine.requests[-1]["token_ids"] == [5, 6, 7], "token-id prompts are sent as given"
     assert out["choices"][0]["token_ids"] == generated and out["tokenizer_version"] == version
+    assert out["choices"][0].get("prompt_token_ids") is None, "no echo of the prompt the client sent"
+    echoed = gateway.post("/v1/completions", json={**body, "return_token_ids": True}).json()["choices"][0]
+    assert echoed["prompt_token_ids"] == [5, 6, 7], "vLLM's name keeps vLLM's echo"
     assert isinstance(out["choices"][0]["text"], str)
 
 

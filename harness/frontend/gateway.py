@@ -166,7 +166,6 @@ class Gateway:
 
     async def _chat(self, body: dict[str, Any], suffix: str) -> Response:
         gen_request = self.fe.renderer.render_chat(body, suffix)
-        body = _with_canonical_output(body, chat=True)
         prompt_ids = gen_request["token_ids"]
         name = body.get("model") or self.fe.config.model_name
         if body.get("stream"):
@@ -174,15 +173,18 @@ class Gateway:
             return StreamingResponse(self._relay(resp, self._chat_chunks(body, gen_request)),
                                      media_type="text/event-stream")
         generated = await self._generate(gen_request)
-        if body["return_tokens_only"]:  # TOKNAT-007: no decoding, no parsers
-            out = token_native.tokens_only_chat(self.fe.model, generated, body, len(prompt_ids), name)
+        ids_wanted, tokens_only = token_native.output_format(body, chat=True)
+        echo = _vllm_echo(body)
+        if tokens_only:  # TOKNAT-007: no decoding, no parsers
+            out = token_native.tokens_only_chat(self.fe.model, generated, body, len(prompt_ids), name, echo)
         else:
             out = self.fe.derenderer.chat(
                 {"generate_response": generated, "prompt_tokens": len(prompt_ids), "prompt_token_ids": prompt_ids,
                  "chat_request": body}, name)
         out["id"] = gen_request["request_id"]
-        if body["return_token_ids"]:  # response_format_tokens, its alias, or implied by return_tokens_only
+        if echo:
             out["prompt_token_ids"] = prompt_ids
+        if ids_wanted:  # response_format_tokens, its alias return_token_ids, or implied by return_tokens_only
             for choice, source in zip(out["choices"], generated["choices"], strict=True):
                 choice["message"]["token_ids"] = list(source.get("token_ids") or [])  # TOKNAT-005
         if token_native.is_token_native(body):
@@ -211,15 +213,16 @@ class Gateway:
         prompt_ids = gen_request["token_ids"]
         name = body.get("model") or self.fe.config.model_name
         states: dict[int, dict[str, Any]] = {}
-        tokens_only = body["return_tokens_only"]
-        delta_ids = body["return_token_ids"]
+        delta_ids, tokens_only = token_native.output_format(body, chat=True)
+        echo = _vllm_echo(body)
         version = self.fe.tokenizer_version if token_native.is_token_native(body) else None
 
         def convert(event: dict[str, Any]) -> dict[str, Any] | None:
             if not event.get("choices"):
                 chunk = self._usage_chunk(event, gen_request, name, "chat.completion.chunk")
             elif tokens_only:  # TOKNAT-007: ids only, no decoding, no parsers
-                chunk = token_native.tokens_only_chunk(self.fe.model, event, body, len(prompt_ids), name, states)
+                chunk = token_native.tokens_only_chunk(self.fe.model, event, body, len(prompt_ids), name, states,
+                                                       echo)
             else:
                 index = event["choices"][0]["index"]
                 out = self.fe.derenderer.chat_stream(
@@ -250,7 +253,6 @@ class Gateway:
     async def _completions(self, body: dict[str, Any], suffix: str) -> Response:
         gen_requests = self.fe.renderer.render_completions(body, suffix)
         version = self.fe.tokenizer_version if _pins_or_asks_tokens(body) else None
-        body = _with_canonical_output(body, chat=False)
         name = body.get("model") or self.fe.config.model_name
         if body.get("stream"):
             if len(gen_requests) != 1:
@@ -263,10 +265,12 @@ class Gateway:
             {"generate_responses": responses, "prompt_tokens": [len(r["token_ids"]) for r in gen_requests],
              "prompt_token_ids": [r["token_ids"] for r in gen_requests], "completion_request": body}, name)
         out["id"] = f"cmpl-{suffix}"
-        if body.get("return_token_ids"):
+        ids_wanted, _ = token_native.output_format(body, chat=False)
+        if ids_wanted:
             flat = [(r, ch) for r, g in zip(gen_requests, responses, strict=True) for ch in g["choices"]]
             for choice, (request, generated) in zip(out["choices"], flat, strict=True):
-                choice["prompt_token_ids"] = request["token_ids"]
+                if _vllm_echo(body):
+                    choice["prompt_token_ids"] = request["token_ids"]
                 choice["token_ids"] = generated["token_ids"]
         if version is not None:
             out["tokenizer_version"] = version
@@ -278,6 +282,7 @@ class Gateway:
         prompt_ids = gen_request["token_ids"]
         name = body.get("model") or self.fe.config.model_name
         states: dict[int, dict[str, Any]] = {}
+        ids_wanted, _ = token_native.output_format(body, chat=False)
 
         def convert(event: dict[str, Any]) -> dict[str, Any] | None:
             if not event.get("choices"):
@@ -289,7 +294,7 @@ class Gateway:
             states[index] = out["stream_state"]
             chunk = out["chunk"]
             chunk["id"] = gen_request["request_id"]
-            if body.get("return_token_ids"):
+            if ids_wanted:
                 for choice, source in zip(chunk["choices"], event["choices"], strict=True):
                     choice["token_ids"] = source.get("token_ids")
             if version is not None:
@@ -299,12 +304,12 @@ class Gateway:
         return convert
 
 
-def _with_canonical_output(body: dict[str, Any], *, chat: bool) -> dict[str, Any]:
-    """The body with the output flags resolved (``token_native.output_format``): ``return_token_ids`` true
-    whenever token ids were asked for under any name, ``return_tokens_only`` a plain boolean. Derender reads
-    ``return_token_ids`` (vLLM's name), so the proposal's ``response_format_tokens`` must reach it as that."""
-    ids, only = token_native.output_format(body, chat=chat)
-    return {**body, "return_token_ids": ids, "return_tokens_only": only}
+def _vllm_echo(body: dict[str, Any]) -> bool:
+    """vLLM's own name, ``return_token_ids``, also brings vLLM's echo: ``prompt_token_ids`` and
+    ``choices[].token_ids``. The proposal's ``response_format_tokens`` (and ``return_tokens_only``) answer with
+    the generated ids only, where the proposal puts them: the client already holds its prompt's ids, and echoing
+    them would more than double the bytes a token-native answer sends."""
+    return body.get("return_token_ids") is True
 
 
 def _pins_or_asks_tokens(body: dict[str, Any]) -> bool:

@@ -212,8 +212,9 @@ def _logprobs(model: ModelFiles, chat_request: dict[str, Any], lps: dict[str, An
 
 
 def tokens_only_chat(model: ModelFiles, generated: dict[str, Any], chat_request: dict[str, Any],
-                     prompt_tokens: int, name: str) -> dict[str, Any]:
-    """A chat.completion whose choices carry only token IDs: content, reasoning and tool_calls null."""
+                     prompt_tokens: int, name: str, echo: bool = False) -> dict[str, Any]:
+    """A chat.completion whose choices carry only token IDs: content, reasoning and tool_calls null.
+    ``echo`` (vLLM's ``return_token_ids``) also fills vLLM's ``choices[].token_ids``."""
     choices = []
     for choice in generated["choices"]:
         ids = list(choice.get("token_ids") or [])
@@ -222,8 +223,8 @@ def tokens_only_chat(model: ModelFiles, generated: dict[str, Any], chat_request:
         choices.append({"index": choice["index"], "message": message,
                         "logprobs": _logprobs(model, chat_request, choice.get("logprobs")),
                         "finish_reason": choice.get("finish_reason", "stop"), "stop_reason": choice.get("stop_reason"),
-                        "token_ids": ids, "routed_experts": None})
-    completion = sum(len(c["token_ids"]) for c in choices)
+                        "token_ids": ids if echo else None, "routed_experts": None})
+    completion = sum(len(c["message"]["token_ids"]) for c in choices)
     return {"id": generated.get("request_id") or secrets.token_hex(8), "object": "chat.completion",
             "created": int(time.time()), "model": name, "choices": choices, "service_tier": None,
             "system_fingerprint": None,
@@ -236,7 +237,7 @@ def tokens_only_chat(model: ModelFiles, generated: dict[str, Any], chat_request:
 
 
 def tokens_only_chunk(model: ModelFiles, event: dict[str, Any], chat_request: dict[str, Any], prompt_tokens: int,
-                      name: str, state: dict[int, dict[str, Any]]) -> dict[str, Any]:
+                      name: str, state: dict[int, dict[str, Any]], echo: bool = False) -> dict[str, Any]:
     """One chat.completion.chunk from one engine event: ``delta.token_ids``, no ``delta.content`` key.
 
     ``state`` (per choice index, owned by the caller) remembers whether the role was sent and the last few
@@ -252,7 +253,7 @@ def tokens_only_chunk(model: ModelFiles, event: dict[str, Any], chat_request: di
         slot["context"] = (slot["context"] + ids)[-CONTEXT_WINDOW:]
         choices.append({"index": choice["index"], "delta": delta, "logprobs": lps,
                         "finish_reason": choice.get("finish_reason"), "stop_reason": choice.get("stop_reason"),
-                        "token_ids": ids})
+                        "token_ids": ids if echo else None})
     usage = event.get("usage")
     if usage is not None:
         completion = usage.get("completion_tokens") or 0
