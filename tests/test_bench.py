@@ -95,3 +95,13 @@ def test_strict_exit_code_follows_the_verdicts(tmp_path, monkeypatch) -> None:
         args = build_parser().parse_args(["bench", "suite", "--out", str(tmp_path)] + (["--strict"] if strict else []))
         assert bench.bench_from_args(args) == code
     assert json.loads((tmp_path / "suite.json").read_text()) == doc
+
+
+def test_token_loop_records_decode_to_their_text_and_back(tiny_model: BuildResult) -> None:
+    """The token loop's store holds ids encoded once at write time, so the text loop's decode -> encode of a
+    record is the record: both loops then run the same prompt and the comparison is of one workload."""
+    tok = Tokenizer.from_file(str(tiny_model.model_dir / "tokenizer.json"))
+    records = bench.stored_records(tok, 5, 50)
+    assert len(records) == 5 and all(abs(len(r) - 50) <= 5 for r in records)
+    for ids in records:
+        assert tok.encode(tok.decode(ids), add_special_tokens=False).ids == ids

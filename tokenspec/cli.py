@@ -449,7 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
         exits=(EXIT_OK, "1  --strict and a target was missed", EXIT_USAGE),
         examples=["tokenspec bench frontend --requests 100", "tokenspec bench suite"],
     )
-    bench.add_argument("what", choices=["frontend", "gateway", "suite"], help="what to measure")
+    bench.add_argument("what", choices=["frontend", "gateway", "suite", "token-loop"], help="what to measure")
     bench.add_argument("--model", metavar="DIR", help="model folder (default: the embedded tiny model)")
     bench.add_argument("--requests", type=int, default=200, help="timed requests per server and endpoint")
     bench.add_argument("--duration", type=float, default=60.0, help="gateway: load-test seconds")
