@@ -21,7 +21,7 @@ class SchemaViolation(AssertionError):
     """A response body that does not match the spec; the message lists the first few problems."""
 
     def __init__(self, where: str, problems: list[str], body: Any) -> None:
-        shown = json.dumps(body, ensure_ascii=False)[:400] if not isinstance(body, str) else body[:400]
+        shown = json.dumps(body, ensure_ascii=False)[:800] if not isinstance(body, str) else body[:800]
         lines = "\n".join(f"  - {p}" for p in problems[:MAX_PROBLEMS])
         more = f"\n  ... and {len(problems) - MAX_PROBLEMS} more" if len(problems) > MAX_PROBLEMS else ""
         super().__init__(f"{where}: response violates the spec schema:\n{lines}{more}\n  body: {shown}")
