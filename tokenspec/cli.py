@@ -156,6 +156,13 @@ def _mutants(args: argparse.Namespace) -> int:
     from tokenspec.target import check_reachable, normalise_url
 
     defects = select(args.only)
+    if not args.list:
+        family = args.family if not args.target else _folder_family(args.tokenizer)
+        shown = [d for d in defects if d.shows_on(family)]
+        if len(shown) < len(defects):
+            print(f"tokenspec: {len(defects) - len(shown)} defect(s) cannot show on the {family} family's tokenizer "
+                  f"and template, left out: {', '.join(d.name for d in defects if d not in shown)}")
+        defects = shown
     if args.list:
         for defect in defects:
             print(f"{defect.name:42} {defect.area:16} {','.join(defect.requirements):24} {defect.imitates}")
@@ -171,18 +178,37 @@ def _mutants(args: argparse.Namespace) -> int:
     return _mutants_report(args, run_campaign(options, defects, Path(args.report)))
 
 
+def _folder_family(tokenizer: str | None) -> str | None:
+    """The model family a tokenspec-built folder declares (None: not a tokenspec build, or no folder)."""
+    import json
+
+    marker = Path(tokenizer) / "tokenspec-model.json" if tokenizer else None
+    if marker is None or not marker.is_file():
+        return None
+    doc = json.loads(marker.read_text())
+    return str(doc.get("family") or "tiny")
+
+
 def _mutants_on_the_reference_server(args: argparse.Namespace, defects: list) -> int:
-    """No --target: judge the suite on the embedded default (tiny model, reference server, its profile)."""
+    """No --target: judge the suite on the bundled reference server (its profile), on the tiny model or on a
+    real family that runs the reference server's parsers (hermes + qwen3)."""
+    import json
+
     from tokenspec.embedded import PROFILE
     from tokenspec.harness.mutants.campaign import Options, run_campaign
     from tokenspec.harness.reference import ReferenceServer, default_model
-    from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME
 
-    model_dir = default_model()
-    with ReferenceServer(model_dir, DEFAULT_MODEL_NAME) as server:
+    if args.family == "tiny":
+        model_dir = default_model()
+    else:
+        from tokenspec.golden_corpus import family_folder
+
+        model_dir = family_folder(args.family)
+    name = json.loads((model_dir / "tokenspec-model.json").read_text())["name"]
+    with ReferenceServer(model_dir, name) as server:
         assert server.frontend is not None and server.engine is not None
         options = Options(server.frontend.url, None, server.engine.url, str(model_dir), str(PROFILE), None,
-                          DEFAULT_MODEL_NAME, args.seed, str(args.workers), args.max_examples)
+                          name, args.seed, str(args.workers), args.max_examples)
         return _mutants_report(args, run_campaign(options, defects, Path(args.report)))
 
 
@@ -479,6 +505,9 @@ def build_parser() -> argparse.ArgumentParser:
     mutants.add_argument("--profile", metavar="FILE", help="target profile, as for tokenspec run")
     mutants.add_argument("--expectations", metavar="FILE", help="the target's known failures, as for tokenspec run")
     mutants.add_argument("--model", metavar="NAME", help="model name, as for tokenspec run")
+    mutants.add_argument("--family", choices=("tiny", "qwen3"), default="tiny",
+                         help="without --target: the model family the bundled reference server serves (its parsers "
+                              "are hermes + qwen3)")
     mutants.add_argument("--only", nargs="+", metavar="NAME", help="plant only these defects (default: all)")
     mutants.add_argument("--list", action="store_true", help="list the catalogue and exit")
     mutants.add_argument("--report", default="out/mutants", metavar="DIR", help="report folder")

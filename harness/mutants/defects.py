@@ -69,6 +69,12 @@ class Defect:
     on_response: ResponseHook | None = None
     on_event: EventHook | None = None
     needs: tuple[str, ...] = field(default=())  # roles the defect needs to show: "engine", "reference"
+    #: model families whose tokenizer or template can show the defect (empty: every model)
+    families: tuple[str, ...] = field(default=())
+
+    def shows_on(self, family: str | None) -> bool:
+        """Whether a target serving ``family`` can show this defect (an unknown family: assume it can)."""
+        return not self.families or family is None or family in self.families
 
 
 # -- helpers ----------------------------------------------------------------------------------------------
@@ -220,6 +226,39 @@ def _drop_system(request: dict[str, Any]) -> None:
         request["messages"] = [m for m in request["messages"]
                                if not (isinstance(m, dict) and m.get("role") in ("system", "developer"))] or \
             request["messages"]
+
+
+def _assistant_turns(request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    for message in request.get("messages") or []:
+        if isinstance(message, dict) and message.get("role") == "assistant":
+            yield message
+
+
+def _drop_reasoning_history(request: dict[str, Any]) -> None:
+    for message in _assistant_turns(request):
+        message.pop("reasoning", None)
+        message.pop("reasoning_content", None)
+
+
+def _drop_developer(request: dict[str, Any]) -> None:
+    if isinstance(request.get("messages"), list):
+        kept = [m for m in request["messages"] if not (isinstance(m, dict) and m.get("role") == "developer")]
+        request["messages"] = kept or request["messages"]
+
+
+def _empty_tool_arguments(request: dict[str, Any]) -> None:
+    for message in _assistant_turns(request):
+        for call in message.get("tool_calls") or []:
+            if isinstance(call, dict) and isinstance(call.get("function"), dict):
+                call["function"]["arguments"] = "{}"
+
+
+def _glue_text_parts(request: dict[str, Any]) -> None:
+    for message in request.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list) and len(content) > 1 and all(
+                isinstance(p, dict) and p.get("type") == "text" for p in content):
+            message["content"] = "".join(str(p.get("text", "")) for p in content)
 
 
 def _drop_tools(request: dict[str, Any]) -> None:
@@ -528,6 +567,25 @@ CATALOGUE: tuple[Defect, ...] = (
     Defect("render-ignores-continue-final", "render", ("RENDER-005",),
            "continue_final_message is dropped, so the final assistant turn is closed instead of continued",
            on_request=edit_request((CHAT_RENDER,), lambda r: r.pop("continue_final_message", None))),
+    Defect("render-drops-reasoning-history", "render", ("RENDER-023",),
+           "assistant reasoning in the history is not handed to the template (Qwen3's reads reasoning_content), so "
+           "interleaved thinking disappears from the prompt",
+           on_request=edit_request((CHAT_RENDER,), _drop_reasoning_history)),
+    Defect("render-drops-developer", "render", ("RENDER-023",),
+           "a converter that knows only the system/user/assistant/tool roles and silently drops developer messages",
+           on_request=edit_request((CHAT_RENDER,), _drop_developer)),
+    Defect("render-tool-arguments-lost", "render", ("RENDER-023",),
+           "tool-call arguments in the history that fail a strict decode are replaced by {} instead of decoded",
+           on_request=edit_request((CHAT_RENDER,), _empty_tool_arguments)),
+    Defect("render-parts-glued", "render", ("RENDER-023",),
+           "text parts concatenated with nothing between them, where vLLM joins them with a newline for templates "
+           "that take string content (the tiny template loops over parts, so only a real family shows it)",
+           on_request=edit_request((CHAT_RENDER,), _glue_text_parts), families=("qwen3", "llama3", "deepseek-r1")),
+    Defect("render-special-tokens-added", "render", ("RENDER-005", "PARITY-005"),
+           "the chat prompt encoded with add_special_tokens=true, so Llama 3 and DeepSeek prompts start with a second "
+           "BOS (a BOS-less tokenizer such as Qwen3's or the tiny one does not show it)",
+           on_request=edit_request((CHAT_RENDER,), lambda r: r.__setitem__("add_special_tokens", True)),
+           families=("llama3", "deepseek-r1")),
     Defect("render-nfkc", "render", ("RENDER-005", "PARITY-005"),
            "the frontend NFKC-normalises text before tokenising (ligatures and full-width forms change ids)",
            on_request=edit_request(RENDERS, _nfkc)),
