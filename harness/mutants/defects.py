@@ -569,8 +569,8 @@ CATALOGUE: tuple[Defect, ...] = (
            on_request=edit_request((CHAT_RENDER,), lambda r: r.pop("continue_final_message", None))),
     Defect("render-drops-reasoning-history", "render", ("RENDER-023",),
            "assistant reasoning in the history is not handed to the template (Qwen3's reads reasoning_content), so "
-           "interleaved thinking disappears from the prompt",
-           on_request=edit_request((CHAT_RENDER,), _drop_reasoning_history)),
+           "interleaved thinking disappears from the prompt (Llama 3.1's and DeepSeek-R1's templates never show it)",
+           on_request=edit_request((CHAT_RENDER,), _drop_reasoning_history), families=("tiny", "qwen3")),
     Defect("render-drops-developer", "render", ("RENDER-023",),
            "a converter that knows only the system/user/assistant/tool roles and silently drops developer messages",
            on_request=edit_request((CHAT_RENDER,), _drop_developer)),
