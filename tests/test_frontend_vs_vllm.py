@@ -83,6 +83,10 @@ Known vLLM deviations
    ``vllm_stream_arguments_absent``, normalised by treating ``{}`` and no arguments alike); ours streams the
    name with no arguments; both non-stream derenders leave such a call as plain content.
 
+8. Streaming chat derender turns a final ``"length"`` into ``"tool_calls"`` once tool calls were streamed
+   (counted as ``vllm_stream_length_as_tool_calls``); DERENDER-006 turns only ``"stop"`` into ``"tool_calls"``,
+   and a call cut by the length limit must still say so. Ours keeps ``"length"``.
+
 Tool-call ids are random on both sides and not compared (vLLM's non-stream derender spells them as 16 bare
 hex digits, its streaming derender and ours as ``chatcmpl-tool-<hex>``).
 """
@@ -134,7 +138,7 @@ SAMPLING_DEFAULTS: dict[str, Any] = {
 KNOWN_DIFFERENCES = {"explicit_default_written", "finish_reason_tool_calls", "vllm_cohere_format_default",
                      "vllm_greedy_drops_sampling_field", "special_token_text",
                      "vllm_stream_keeps_later_think_end", "vllm_stream_appends_empty_arguments",
-                     "vllm_stream_arguments_absent"}
+                     "vllm_stream_arguments_absent", "vllm_stream_length_as_tool_calls"}
 TOOL_NAME = TOOL["function"]["name"]
 
 
@@ -688,6 +692,10 @@ def test_stream_chat_derender_parity(pair: Pair, tok: Tokenizer, prompts: dict[s
                     and ours_call is not None and json.loads(call[2][1][:-2]) == ours_call[2]:
                 hits["vllm_stream_appends_empty_arguments"] += 1  # vLLM deviation 6 (module docstring)
                 va["calls"][index] = ours_call
+        if finish == "length" and va["finish"] and va["finish"][-1][0] == "tool_calls" and va["calls"] and \
+                vb["finish"] and vb["finish"][-1][0] == "length":
+            hits["vllm_stream_length_as_tool_calls"] += 1  # vLLM deviation 8 (module docstring)
+            va["finish"] = vb["finish"]
         if va != vb and any(t in output for t in SPECIAL_TEXTS):
             stripped_a, stripped_b = without_special_text(va), without_special_text(vb)
             if stripped_a == stripped_b:
