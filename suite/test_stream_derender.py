@@ -12,6 +12,7 @@ from tokenspec.specs.openapi import component_validator, load_document
 from tokenspec.suite import strategies
 from tokenspec.suite.builders import (
     chat_derender,
+    chat_request,
     choice,
     completions_derender,
     generate_response,
@@ -34,7 +35,8 @@ def gen_chunk(token_ids: list[int], finish_reason: str | None = None, index: int
 
 
 def stream_body(
-    model: str, path: str, chunk: dict, state: dict | None, prompt_token_ids: list[int] = PROMPT
+    model: str, path: str, chunk: dict, state: dict | None, prompt_token_ids: list[int] = PROMPT,
+    chat: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": model,
@@ -45,19 +47,20 @@ def stream_body(
         "prompt_token_ids": prompt_token_ids,
     }
     if path == CHAT:
-        body["chat_request"] = plain_chat_request(model)
+        body["chat_request"] = chat or plain_chat_request(model)
     else:
         body["completion_request"] = {"model": model, "prompt": "Hello"}
     return body
 
 
 def stream_derender(
-    api, model: str, path: str, chunks: list[dict], prompt_token_ids: list[int] = PROMPT
+    api, model: str, path: str, chunks: list[dict], prompt_token_ids: list[int] = PROMPT,
+    chat_request: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Derender a generate stream chunk by chunk, threading stream_state; the list of {chunk, stream_state}."""
     state, answers = None, []
     for chunk in chunks:
-        answer = api.post_ok(path, stream_body(model, path, chunk, state, prompt_token_ids))
+        answer = api.post_ok(path, stream_body(model, path, chunk, state, prompt_token_ids, chat_request))
         assert set(answer) >= {"chunk", "stream_state"}, f"expected {{chunk, stream_state}}, got {sorted(answer)}"
         state = answer["stream_state"]
         answers.append(answer)
@@ -116,6 +119,28 @@ def test_chat_deltas_concatenate_to_the_non_stream_content(api, target, codec, d
     whole = api.post_ok(CHAT, chat_derender(target.model, generate_response(choice(ids))))
     streamed = "".join(streamed_text(CHAT, stream_derender(api, target.model, CHAT, chunks)))
     assert streamed == visible_text(whole["choices"][0]["message"]), "streamed deltas != the non-stream answer"
+
+
+@pytest.mark.req("STREAM-008")
+@given(data=st.data())
+def test_chat_stream_splits_reasoning_like_the_whole_answer(api, target, codec, capabilities, data) -> None:
+    """With a reasoning parser, a think block streamed in any chunking gives the non-stream answer's content and
+    reasoning, each in its own field (visible text alone cannot see reasoning delivered as content)."""
+    capabilities.require("reasoning")
+    reasoning, content = data.draw(strategies.text, label="reasoning"), data.draw(strategies.text, label="content")
+    ids = codec.encode(f"<think>{reasoning}</think>{content}")
+    cuts = data.draw(st.lists(st.integers(1, max(1, len(ids) - 1)), max_size=6), label="cuts")
+    whole = api.post_ok(CHAT, chat_derender(target.model, generate_response(choice(ids)),
+                                            chat_request=chat_request(target.model)))["choices"][0]["message"]
+    answers = stream_derender(api, target.model, CHAT, split(ids, cuts, data.draw(st.booleans())),
+                              chat_request=chat_request(target.model))
+    deltas = [ch.get("delta") or {} for a in answers for ch in a["chunk"]["choices"]]
+    streamed_content = "".join(d.get("content") or "" for d in deltas)
+    streamed_reasoning = "".join(d.get("reasoning") or d.get("reasoning_content") or "" for d in deltas)
+    assert streamed_content == (whole.get("content") or ""), (
+        f"streamed content {streamed_content!r} != non-stream content {whole.get('content')!r}")
+    assert streamed_reasoning == (whole.get("reasoning") or whole.get("reasoning_content") or ""), (
+        f"streamed reasoning {streamed_reasoning!r} != non-stream reasoning")
 
 
 @pytest.mark.req("STREAM-009")
