@@ -16,7 +16,6 @@ same hypothesis version gives the same cases.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,14 +62,6 @@ _TEXT_OUTPUTS = [
     ("whitespace", "  \n spaced out \n\n"),
     ("json-text", '{"not": "a call"}'),
 ]
-
-
-@dataclass
-class CorpusReport:
-    """What a build found: counts per kind and the listed disagreements between oracles."""
-
-    counts: dict[str, int]
-    disagreements: list[str]
 
 
 def _chat_bodies(n: int) -> list[dict[str, Any]]:
@@ -217,16 +208,6 @@ def _recorded(case_id: str, body: dict[str, Any], text: str, tool_parser: str | 
     if notes:
         case["disagreements"] = notes
     return case
-
-
-def canonical_arguments(arguments: str | None) -> str | None:
-    """Tool-call arguments compared as JSON values, not as spellings."""
-    if arguments is None:
-        return None
-    try:
-        return json.dumps(json.loads(arguments), sort_keys=True, ensure_ascii=False)
-    except ValueError:
-        return arguments
 
 
 def family_folder(family: str, model_dir: Path | None = None) -> Path:
