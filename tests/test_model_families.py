@@ -25,6 +25,7 @@ from tokenizers import Tokenizer
 
 from tokenspec import cli
 from tokenspec.errors import UsageError
+from tokenspec.golden_corpus import FAMILY_PARSERS
 from tokenspec.harness import tinymodel, vllm
 from tokenspec.harness.models import FAMILIES, FAMILY_NAMES, build, family, sources
 from tokenspec.harness.models.build import FAMILY_FILES
@@ -265,7 +266,6 @@ def test_sources_extract_only_the_needed_members(tmp_path: Path, monkeypatch: py
 
 # --- live: vLLM's render server on each folder --------------------------------------------------------------------
 
-PARSERS = {"qwen3": ("hermes", "qwen3"), "llama3": ("llama3_json", None), "deepseek-r1": (None, "deepseek_r1")}
 CONVERSATION = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello, 世界! ied 4 ½ months"}]
 #: The ids a chat render starts and ends with: BOS / first role marker, and the generation prompt.
 CHAT_EDGES = {
@@ -299,7 +299,7 @@ def family_render(request: pytest.FixtureRequest, vllm_install: vllm.VllmInstall
                   builds: _Builds) -> Iterator[tuple[str, tinymodel.BuildResult, vllm.VllmServer]]:
     name = request.param
     result = builds[name]
-    extra = vllm.parser_args(*PARSERS[name])
+    extra = vllm.parser_args(*FAMILY_PARSERS[name])
     with vllm.VllmServer(vllm_install, "render", result.model_dir, name, extra_args=extra) as server:
         yield name, result, server
 
