@@ -19,7 +19,7 @@ from tokenizers import Tokenizer
 from tokenspec.harness import bench
 from tokenspec.harness.frontend.app import create_app
 from tokenspec.harness.frontend.config import FrontendConfig
-from tokenspec.harness.reference import REASONING_PARSER, TOOL_PARSER, default_model
+from tokenspec.harness.implementations.reference import REASONING_PARSER, TOOL_PARSER, default_model
 from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME
 
 

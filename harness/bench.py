@@ -44,8 +44,14 @@ from urllib.parse import urlsplit
 import httpx
 
 from tokenspec.errors import UsageError
-from tokenspec.harness import vllm
-from tokenspec.harness.reference import REASONING_PARSER, TOOL_PARSER, FrontendProcess, ReferenceServer, default_model
+from tokenspec.harness.implementations import vllm
+from tokenspec.harness.implementations.reference import (
+    REASONING_PARSER,
+    TOOL_PARSER,
+    ReferenceServer,
+    default_model,
+    frontend_process,
+)
 from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME, corpus_texts
 
 RENDER = "/v1/chat/completions/render"
@@ -273,7 +279,7 @@ def bench_frontend(args: argparse.Namespace) -> dict[str, Any]:
     install = vllm.find_vllm("auto", install=True)
     render_server = vllm.VllmServer(install, "render", model_dir, name,
                                     extra_args=vllm.parser_args(TOOL_PARSER, REASONING_PARSER))
-    frontend = FrontendProcess(model_dir, name, None)
+    frontend = frontend_process(model_dir, name, None)
     with contextlib.ExitStack() as stack:
         stack.callback(render_server.stop)
         stack.callback(frontend.stop)

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import httpx
 import uvicorn
 
-from tokenspec.harness.vllm import free_port
+from tokenspec.harness.processes import free_port
 
 
 @contextmanager

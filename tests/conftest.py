@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from tokenspec.harness import vllm
+from tokenspec.harness.implementations import vllm
 from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME, BuildResult, build
 
 # The project's own property tests draw the same examples on every run: CI must not pass or fail by luck.

@@ -25,11 +25,11 @@ from hypothesis import strategies as st
 from starlette.testclient import TestClient
 from tokenizers import Tokenizer
 
-from tokenspec.golden_corpus import FAMILY_PARSERS
-from tokenspec.harness import vllm
 from tokenspec.harness.frontend import FrontendConfig, create_app
+from tokenspec.harness.implementations import vllm
 from tokenspec.harness.loopback import running_app
 from tokenspec.harness.models import build
+from tokenspec.harness.models.families import FAMILY_PARSERS
 from tokenspec.suite.builders import TOOL
 from tokenspec.suite.strategies import rich_conversations, text
 

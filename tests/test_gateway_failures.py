@@ -122,7 +122,7 @@ def test_concurrency_limit_answers_503_at_once(gateway) -> None:
 
 
 def test_unreachable_engine_is_502(model_dir) -> None:
-    from tokenspec.harness.vllm import free_port
+    from tokenspec.harness.processes import free_port
 
     config = FrontendConfig(model_dir=model_dir, served_model_name=DEFAULT_MODEL_NAME,
                             engine_url=f"http://127.0.0.1:{free_port()}", engine_timeout=2.0)

@@ -536,7 +536,7 @@ def test_frontend_tool_call_shape(frontend_url, tok):
 
 @pytest.fixture(scope="module")
 def vllm_llama3_render(vllm_install, llama3_model) -> Iterator[str]:
-    from tokenspec.harness import vllm
+    from tokenspec.harness.implementations import vllm
 
     server = vllm.VllmServer(vllm_install, "render", llama3_model, MODEL,
                              extra_args=vllm.parser_args("llama3_json", None))

@@ -25,10 +25,10 @@ from tokenizers import Tokenizer
 
 from tokenspec import cli
 from tokenspec.errors import UsageError
-from tokenspec.golden_corpus import FAMILY_PARSERS
 from tokenspec.harness import tinymodel, vllm
 from tokenspec.harness.models import FAMILIES, FAMILY_NAMES, build, family, sources
 from tokenspec.harness.models.build import FAMILY_FILES
+from tokenspec.harness.models.families import FAMILY_PARSERS
 
 VECTORS = {"qwen3": "qwen2", "llama3": "llama-bpe", "deepseek-r1": "qwen2"}
 REAL = list(FAMILIES)

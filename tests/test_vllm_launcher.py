@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenspec.harness import vllm
+from tokenspec.harness.implementations import vllm
 
 
 def test_cpu_spelling_uses_the_entry_modules() -> None:

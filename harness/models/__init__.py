@@ -7,6 +7,14 @@ tiny weights at the real vocabulary size. ``sources`` fetches the files, ``famil
 """
 
 from tokenspec.harness.models.build import build, build_family
-from tokenspec.harness.models.families import FAMILIES, FAMILY_NAMES, AddedTokenSpec, FamilySpec, family
+from tokenspec.harness.models.families import (
+    FAMILIES,
+    FAMILY_NAMES,
+    FAMILY_PARSERS,
+    AddedTokenSpec,
+    FamilySpec,
+    family,
+)
 
-__all__ = ["FAMILIES", "FAMILY_NAMES", "AddedTokenSpec", "FamilySpec", "build", "build_family", "family"]
+__all__ = ["FAMILIES", "FAMILY_NAMES", "FAMILY_PARSERS", "AddedTokenSpec", "FamilySpec", "build", "build_family",
+           "family"]

@@ -268,6 +268,11 @@ DEEPSEEK_R1 = FamilySpec(
 FAMILIES: dict[str, FamilySpec] = {spec.name: spec for spec in (QWEN3, LLAMA3, DEEPSEEK_R1)}
 #: Every --family value; ``tiny`` is the embedded tiny model of ``tokenspec.harness.tinymodel``.
 FAMILY_NAMES = ("tiny", *FAMILIES)
+#: (tool parser, reasoning parser) each family is served with: vLLM's parsers for that model family.
+FAMILY_PARSERS: dict[str, tuple[str | None, str | None]] = {
+    "tiny": ("hermes", "qwen3"), "qwen3": ("hermes", "qwen3"), "llama3": ("llama3_json", None),
+    "deepseek-r1": (None, "deepseek_r1"),
+}
 
 
 def family(name: str) -> FamilySpec:

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from tokenspec.errors import UsageError
-from tokenspec.harness.vllm import cache_dir
+from tokenspec.harness.processes import cache_dir
 from tokenspec.progress import step
 
 __all__ = [

@@ -1,0 +1,40 @@
+"""Implementations of the render / generate / derender family as plug-ins of the harness.
+
+One module per implementation (``vllm``, ``aphrodite``, ``reference``), each able to install itself into a
+cached virtualenv, deploy on a model folder with a family's parsers, report its version, and stop with no
+process left (``base``). ``IMPLEMENTATIONS`` maps the names ``tokenspec matrix --implementations`` takes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tokenspec.harness.implementations.base import Configuration, Deployment, Implementation
+
+__all__ = ["IMPLEMENTATIONS", "Configuration", "Deployment", "Implementation", "implementation"]
+
+
+def _vllm() -> Implementation:
+    from tokenspec.harness.implementations.vllm import Vllm
+
+    return Vllm()
+
+
+def _aphrodite() -> Implementation:
+    from tokenspec.harness.implementations.aphrodite import Aphrodite
+
+    return Aphrodite()
+
+
+def _reference() -> Implementation:
+    from tokenspec.harness.implementations.reference import Reference
+
+    return Reference()
+
+
+IMPLEMENTATIONS: dict[str, Callable[[], Implementation]] = {
+    "reference": _reference, "vllm": _vllm, "aphrodite": _aphrodite}
+
+
+def implementation(name: str) -> Implementation:
+    return IMPLEMENTATIONS[name]()

@@ -1,0 +1,151 @@
+"""The bundled reference server: the CPU frontend in front of a real vLLM engine.
+
+``ReferenceServer`` starts both as child processes in their own process groups (vLLM forks workers) and
+stops both on exit, on Ctrl-C and on SIGTERM, so no process outlives it. The frontend serves render,
+derender and the utilities itself and sends generation to the engine (gateway routes); the engine also
+exposes vLLM's standard coupled endpoints, which serve as the parity reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tokenspec import __version__
+from tokenspec.harness.implementations import vllm
+from tokenspec.harness.implementations.base import REPORTS_DIR, Configuration, Deployment, started
+from tokenspec.harness.implementations.vllm import Vllm
+from tokenspec.harness.processes import ServerProcess
+from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME, build
+from tokenspec.progress import step
+
+TOOL_PARSER = "hermes"
+REASONING_PARSER = "qwen3"
+MAX_MODEL_LEN = 2048  # the engine's and the frontend's context length must agree
+
+
+def frontend_process(model_dir: Path, served_model_name: str, engine_url: str | None, port: int = 0, *,
+                     tool_parser: str | None = TOOL_PARSER, reasoning_parser: str | None = REASONING_PARSER,
+                     text_filter: str = "pass-through") -> ServerProcess:
+    """The CPU frontend as a child process (``python -m tokenspec serve frontend``)."""
+    cmd = [sys.executable, "-m", "tokenspec", "serve", "frontend", "--model", str(model_dir),
+           "--served-model-name", served_model_name, "--port", "{port}",
+           "--tool-parser", tool_parser or "none", "--reasoning-parser", reasoning_parser or "none",
+           "--max-model-len", str(MAX_MODEL_LEN)]
+    if engine_url:
+        cmd += ["--engine", engine_url]
+    if text_filter != "pass-through":
+        cmd += ["--text-filter", text_filter]
+    return ServerProcess("tokenspec frontend", cmd, port=port, startup_timeout=60.0)
+
+
+@dataclass
+class ReferenceServer:
+    """The frontend in front of a vLLM engine, both with the same parsers (the family's)."""
+
+    model_dir: Path
+    served_model_name: str = DEFAULT_MODEL_NAME
+    port: int = 0
+    flavour: str = "auto"
+    text_filter: str = "pass-through"
+    tool_parser: str | None = TOOL_PARSER
+    reasoning_parser: str | None = REASONING_PARSER
+    engine: vllm.VllmServer | None = field(default=None, init=False)
+    frontend: ServerProcess | None = field(default=None, init=False)
+
+    def start(self) -> ReferenceServer:
+        install = vllm.find_vllm(self.flavour)  # type: ignore[arg-type]
+        extra = vllm.parser_args(self.tool_parser, self.reasoning_parser) + vllm.engine_args(MAX_MODEL_LEN)
+        self.engine = vllm.VllmServer(install, "engine", self.model_dir, self.served_model_name, extra_args=extra)
+        try:
+            self.engine.start()
+            self.frontend = frontend_process(self.model_dir, self.served_model_name, self.engine.url, self.port,
+                                             tool_parser=self.tool_parser, reasoning_parser=self.reasoning_parser,
+                                             text_filter=self.text_filter)
+            self.frontend.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        if self.frontend is not None:
+            self.frontend.stop()
+        if self.engine is not None:
+            self.engine.stop()
+
+    def __enter__(self) -> ReferenceServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def default_model(work: Path | None = None) -> Path:
+    """Build (deterministically, in well under a second) the embedded tiny model and return its folder."""
+    target = (work or vllm.cache_dir() / "embedded") / "tiny-model"
+    with step(f"building the tiny model in {target}"):
+        return build(target).model_dir
+
+
+def serve_reference(args: argparse.Namespace) -> int:
+    """``tokenspec serve``: run until Ctrl-C or SIGTERM, then stop everything that was started."""
+    model_dir = Path(args.model) if args.model else default_model()
+    server = ReferenceServer(model_dir, args.served_model_name, args.port, args.flavour,
+                             text_filter=getattr(args, "text_filter", "pass-through"))
+
+    def terminate(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        with server:
+            assert server.frontend is not None and server.engine is not None
+            print(f"frontend (render, derender, gateway): {server.frontend.url}", flush=True)
+            print(f"engine (vLLM, generate + coupled reference): {server.engine.url}", flush=True)
+            print(f"model {server.served_model_name} from {model_dir}; Ctrl-C stops both", flush=True)
+            while server.frontend.running() and server.engine.running():
+                time.sleep(0.5)
+            print("a server process exited; stopping", file=sys.stderr)
+            return 1
+    except KeyboardInterrupt:
+        return 0
+
+
+PROFILE = REPORTS_DIR / "profiles" / "reference-server.yaml"
+
+
+class Reference:
+    """tokenspec's own reference server as a matrix entry: the frontend is the target (render, derender,
+    utilities and the checked generate route); the vLLM engine behind it is the parity reference."""
+
+    name = "reference"
+    title = "tokenspec reference server"
+
+    def installed(self) -> bool:
+        return Vllm().installed()
+
+    def install(self) -> None:
+        Vllm().install()
+
+    def version(self) -> str:
+        return __version__
+
+    def deploy(self, config: Configuration) -> Deployment:
+        install = vllm.find_vllm()
+        engine = vllm.VllmServer(install, "engine", config.model_dir, config.served_model_name, port=vllm.free_port(),
+                                 extra_args=vllm.parser_args(config.tool_parser, config.reasoning_parser)
+                                 + vllm.engine_args(MAX_MODEL_LEN))
+        frontend = frontend_process(config.model_dir, config.served_model_name, engine.url, vllm.free_port(),
+                                    tool_parser=config.tool_parser, reasoning_parser=config.reasoning_parser)
+        # The committed profile declares hermes + qwen3; for other parsers the probe decides.
+        declared = (config.tool_parser, config.reasoning_parser) == (TOOL_PARSER, REASONING_PARSER)
+        deployment = Deployment(self.name, __version__, "cpu", target=frontend.url, engine=None,
+                                reference=engine.url, profile=PROFILE if declared and PROFILE.is_file() else None,
+                                roles=f"tokenspec frontend (render, derender, gateway) as target; the vLLM"
+                                      f" {install.version()} engine behind it as parity reference")
+        return started(deployment, engine, frontend)

@@ -1,0 +1,257 @@
+"""``tokenspec matrix``: the suite on each implementation x model family, and the page that lines them up.
+
+Each cell deploys one implementation plug-in (harness/implementations/) on one family's model folder with
+that family's parsers, runs ``tokenspec run`` against it in a child process (with the committed
+expectations and profile of that configuration, a fixed seed), and keeps the run folder as
+``<out>/<implementation>-<version>-<platform>-<family>/``. The page (``index.html``, ``matrix.md``,
+``matrix.json``) is rebuilt from whatever run folders are there, so a committed matrix can be re-rendered
+without re-running anything (``--page-only``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from tokenspec.errors import UsageError
+from tokenspec.progress import step
+
+#: Cell states, best first; a requirement's state in a run is the worst over the tests that cite it.
+STATES = ("passed", "known", "unsupported", "not_tested", "failed")
+_STATE_OF_OUTCOME = {"passed": "passed", "xfailed": "known", "unsupported": "unsupported",
+                     "not_tested": "not_tested", "failed": "failed", "error": "failed", "xpassed": "failed"}
+_SYMBOL = {"passed": "pass", "known": "known", "unsupported": "unsup.", "not_tested": "n/t", "failed": "FAIL",
+           None: ""}
+
+
+@dataclass(frozen=True)
+class CellRun:
+    """One finished cell: which configuration ran, where its report is, and its verdict."""
+
+    implementation: str
+    version: str
+    platform: str
+    family: str
+    folder: str  # relative to the matrix folder
+    headline: str
+    exit_code: int
+    seconds: float
+    roles: str
+    expectations: str | None
+    command: str
+
+    @property
+    def column(self) -> str:
+        return f"{self.implementation} {self.version} · {self.family}"
+
+
+def run_cell(impl_name: str, family: str, out_dir: Path, *, seed: int, workers: int, max_examples: int,
+             install: bool) -> CellRun:
+    """Deploy, run the suite in a child process, stop everything; the run folder lands in ``out_dir``."""
+    from tokenspec.golden_corpus import family_folder
+    from tokenspec.harness.implementations import Configuration, implementation
+    from tokenspec.harness.models.families import FAMILY_PARSERS
+
+    impl = implementation(impl_name)
+    if not impl.installed():
+        if not install:
+            raise UsageError(f"{impl.title} is not installed: add --install (cached after the first time)")
+        impl.install()
+    with step(f"building the {family} model folder"):
+        folder = family_folder(family)
+    name = json.loads((folder / "tokenspec-model.json").read_text())["name"]
+    tool, reasoning = FAMILY_PARSERS[family]
+    config = Configuration(folder, name, family, tool, reasoning)
+    started = time.monotonic()
+    with impl.deploy(config) as deployment:
+        run_dir = out_dir / f"{deployment.key}-{family}"
+        expectations = deployment.expectations(family)
+        command = ["tokenspec", "run", "--target", deployment.target,
+                   *(["--engine", deployment.engine] if deployment.engine else []),
+                   *(["--reference", deployment.reference] if deployment.reference else []),
+                   "--tokenizer", str(folder), "--model", name, "--seed", str(seed), "-n", str(workers),
+                   "--max-examples", str(max_examples), "--report", str(run_dir),
+                   *(["--expectations", _relative(expectations)] if expectations else []),
+                   *(["--profile", _relative(deployment.profile)] if deployment.profile else [])]
+        print(f"tokenspec: {impl.title} {deployment.version} on {family} ({config.describe()}): {deployment.roles}",
+              flush=True)
+        code = subprocess.call([sys.executable, "-m", *command])
+    if code not in (0, 1):
+        raise UsageError(f"the suite could not run against {deployment.key} on {family} (exit {code})")
+    report = json.loads((run_dir / "report.json").read_text())
+    cell = CellRun(deployment.implementation, deployment.version, deployment.platform, family, run_dir.name,
+                   report["headline"], code, round(time.monotonic() - started, 1), deployment.roles,
+                   _relative(expectations) if expectations else None, " ".join(command))
+    (run_dir / "cell.json").write_text(json.dumps(asdict(cell), indent=2) + "\n")
+    return cell
+
+
+def _relative(path: Path | None) -> str:
+    if path is None:
+        return ""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def cells_in(out_dir: Path) -> list[CellRun]:
+    """Every run folder of the matrix (those with a cell.json), in implementation then family order."""
+    cells = [CellRun(**json.loads(p.read_text())) for p in sorted(out_dir.glob("*/cell.json"))]
+    return sorted(cells, key=lambda c: (c.implementation != "reference", c.implementation, c.version, c.family))
+
+
+def requirement_states(report: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
+    """Per requirement: its state in this run and the test to link (the first test in its worst state)."""
+    states: dict[str, tuple[str, str | None]] = {}
+    for test in report["tests"]:
+        state = _STATE_OF_OUTCOME[test["outcome"]]
+        for rid in test["requirement_ids"]:
+            if state == "failed" and test.get("failed_requirements") and rid not in test["failed_requirements"]:
+                continue  # a test fails for the requirement whose check broke, not for every one it cites
+            if state == "known" and test.get("failed_requirements") and rid not in test["failed_requirements"]:
+                continue
+            old = states.get(rid)
+            if old is None or STATES.index(state) > STATES.index(old[0]):
+                states[rid] = (state, test["nodeid"] if state != "passed" else None)
+    return states
+
+
+def build_page(out_dir: Path) -> dict[str, Any]:
+    """Write ``matrix.json``, ``matrix.md`` and ``index.html`` from the run folders in ``out_dir``."""
+    from tokenspec.specs.catalogue import load_catalogue
+
+    cells = cells_in(out_dir)
+    if not cells:
+        raise UsageError(f"no matrix runs in {out_dir} (each run folder has a cell.json)")
+    catalogue = load_catalogue()
+    columns = []
+    for cell in cells:
+        report = json.loads((out_dir / cell.folder / "report.json").read_text())
+        columns.append((cell, report, requirement_states(report)))
+    rows = {rid: [states.get(rid) for _, _, states in columns]
+            for rid, req in sorted(catalogue.items()) if not req.withdrawn}
+    doc = {"cells": [asdict(c) for c in cells],
+           "requirements": {rid: [s[0] if s else None for s in row] for rid, row in rows.items()}}
+    (out_dir / "matrix.json").write_text(json.dumps(doc, indent=2) + "\n")
+    (out_dir / "matrix.md").write_text(_markdown(cells, rows, catalogue))
+    (out_dir / "index.html").write_text(_html(cells, columns, rows, catalogue))
+    return doc
+
+
+def _counts(row_states: list[str | None]) -> str:
+    return " ".join(f"{row_states.count(s)} {s}" for s in STATES if row_states.count(s))
+
+
+def _markdown(cells: list[CellRun], rows: dict[str, list], catalogue: dict) -> str:
+    lines = ["# tokenspec implementation matrix", "",
+             "Each column is one run of the suite (seed, options and the command in its folder's cell.json).", "",
+             "| run | verdict | seconds | expectations |", "|---|---|---:|---|"]
+    lines += [f"| [{c.column}]({c.folder}/summary.md) | {c.headline} | {c.seconds:.0f} |"
+              f" {c.expectations or 'none'} |" for c in cells]
+    lines += ["", "| requirement | level | " + " | ".join(c.column for c in cells) + " |",
+              "|---|---|" + "---|" * len(cells)]
+    for rid, row in rows.items():
+        if all(s is None for s in row):
+            continue
+        lines.append(f"| {rid} | {catalogue[rid].level} | "
+                     + " | ".join(_SYMBOL[s[0] if s else None] for s in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
+table{border-collapse:collapse;font-size:13px}
+th,td{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}
+th.run{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap}
+td.cell{text-align:center;font-weight:600}
+td.passed{background:#e6f4ea;color:#137333} td.known{background:#fef7e0;color:#8a6100}
+td.failed{background:#fce8e6;color:#a50e0e} td.unsupported,td.not_tested{background:#f1f3f4;color:#5f6368}
+td.cell a{color:inherit}
+.verdict{font-weight:700} .FAIL{color:#a50e0e} .PASS{color:#137333} .KNOWN{color:#8a6100}
+.legend span{display:inline-block;padding:2px 8px;margin-right:6px}
+"""
+
+
+def _verdict_class(headline: str) -> str:
+    return "FAIL" if headline.startswith("FAIL") else "KNOWN" if "KNOWN" in headline else "PASS"
+
+
+def _html(cells: list[CellRun], columns: list, rows: dict[str, list], catalogue: dict) -> str:
+    from tokenspec.suite.report_html import failure_anchor
+
+    runs = "".join(
+        f"<tr><td><a href='{escape(c.folder)}/report.html'>{escape(c.column)}</a></td>"
+        f"<td class='verdict {_verdict_class(c.headline)}'>{escape(c.headline)}</td>"
+        f"<td>{escape(c.roles)}</td><td>{escape(c.expectations or 'none')}</td><td>{c.seconds:.0f} s</td></tr>"
+        for c in cells)
+    head = "".join(f"<th class='run'>{escape(c.column)}</th>" for c in cells)
+    body = []
+    for rid, row in rows.items():
+        if all(s is None for s in row):
+            continue
+        tds = []
+        for (cell, _, _), state in zip(columns, row, strict=True):
+            if state is None:
+                tds.append("<td class='cell'></td>")
+                continue
+            label = _SYMBOL[state[0]]
+            if state[1] and state[0] in ("failed", "known"):
+                label = (f"<a href='{escape(cell.folder)}/report.html#{escape(failure_anchor(state[1]))}'"
+                         f" title='{escape(state[1])}'>{label}</a>")
+            tds.append(f"<td class='cell {state[0]}'>{label}</td>")
+        req = catalogue[rid]
+        body.append(f"<tr id='{escape(rid)}'><td><b>{escape(rid)}</b></td><td>{req.level}</td>{''.join(tds)}"
+                    f"<td>{escape(req.statement)}</td></tr>")
+    legend = "".join(f"<span class='cell {s}' style='border:1px solid #ddd'>{_SYMBOL[s]} = {s.replace('_', ' ')}"
+                     f"</span>" for s in STATES)
+    legend = legend.replace("<span class='cell ", "<span class='")
+    return f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
+<title>tokenspec implementation matrix</title><style>{_CSS}
+.legend span.passed{{background:#e6f4ea}} .legend span.known{{background:#fef7e0}}
+.legend span.failed{{background:#fce8e6}} .legend span.unsupported,.legend span.not_tested{{background:#f1f3f4}}
+</style></head><body>
+<h1>tokenspec implementation matrix</h1>
+<table id="runs"><tr><th>run</th><th>verdict</th><th>roles</th><th>expectations</th><th>time</th></tr>{runs}</table>
+<h2>Requirements</h2>
+<p class="legend">{legend}. A failed or known cell links to the first test that broke that requirement in that
+run.</p>
+<table id="matrix"><tr><th>requirement</th><th>level</th>{head}<th>statement</th></tr>{''.join(body)}</table>
+</body></html>
+"""
+
+
+def matrix_from_args(args: Any) -> int:
+    out_dir = Path(args.report)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    failures = 0
+    if not args.page_only:
+        for impl_name in args.implementations:
+            for family in args.families:
+                cell = run_cell(impl_name, family, out_dir, seed=args.seed, workers=args.workers,
+                                max_examples=args.max_examples, install=args.install)
+                print(f"tokenspec: {cell.column}: {cell.headline} ({cell.seconds:.0f} s)", flush=True)
+                failures += cell.exit_code != 0
+    build_page(out_dir)
+    print(f"tokenspec: matrix page {out_dir / 'index.html'} (and matrix.md, matrix.json)")
+    return 1 if failures else 0
+
+
+def implementations_and_families(names: Sequence[str], families: Sequence[str]) -> None:
+    """Usage errors for unknown names, before anything is started."""
+    from tokenspec.harness.implementations import IMPLEMENTATIONS
+    from tokenspec.harness.models.families import FAMILY_NAMES
+
+    for name in names:
+        if name not in IMPLEMENTATIONS:
+            raise UsageError(f"unknown implementation {name!r}; choose from {', '.join(IMPLEMENTATIONS)}")
+    for family in families:
+        if family not in FAMILY_NAMES:
+            raise UsageError(f"unknown model family {family!r}; choose from {', '.join(FAMILY_NAMES)}")
