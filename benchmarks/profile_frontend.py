@@ -16,7 +16,7 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from tokenspec.harness import bench
+from tokenspec.harness.benchmarks.payloads import TARGET_TOKENS, conversation, output_ids
 from tokenspec.harness.frontend.app import create_app
 from tokenspec.harness.frontend.config import FrontendConfig
 from tokenspec.harness.implementations.reference import REASONING_PARSER, TOOL_PARSER, default_model
@@ -43,10 +43,10 @@ def main() -> None:
     derender: dict[str, Any] = {
         "model": name, "prompt_tokens": 300,
         "generate_response": {"request_id": "bench", "choices": [
-            {"index": 0, "token_ids": bench.output_ids(tok, bench.TARGET_TOKENS), "finish_reason": "length"}]},
+            {"index": 0, "token_ids": output_ids(tok, TARGET_TOKENS), "finish_reason": "length"}]},
         "chat_request": {"model": name, "messages": [{"role": "user", "content": "Say something."}],
                          "chat_template_kwargs": {"enable_thinking": False}}}
-    render = {"model": name, "messages": bench.conversation(tok, bench.TARGET_TOKENS - 10)}
+    render = {"model": name, "messages": conversation(tok, TARGET_TOKENS - 10)}
     if args.endpoint == "derender":
         def call() -> object:
             return fe.chat_derender(derender, _NoHeaders())

@@ -146,7 +146,7 @@ def _parity(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from tokenspec.harness.bench import bench_from_args
+    from tokenspec.harness.benchmarks import bench_from_args
 
     return bench_from_args(args)
 

@@ -1,0 +1,56 @@
+"""``tokenspec bench``: speed figures for the reference frontend, each against a baseline measured in the same run.
+
+Speed targets live here and not in timed tests: a shared 2-core host is too noisy for a pass/fail test on
+absolute times, but a ratio measured in one run, with requests interleaved (A, B, A, B) so that noise
+hits both sides alike, is stable enough to report against a target.
+
+- ``frontend``: our CPU frontend vs vLLM's GPU-less render server on the same model and parsers: chat render
+  of a ~300-token conversation and chat derender of ~300 output tokens; sequential p50/p95, throughput at
+  concurrency 1 and 8, and the floor (empty endpoint + in-process ``tokenizers`` work for the same payload).
+- ``gateway``: the whole reference server; a 16-token greedy generation through vLLM's coupled endpoint vs
+  through our gateway, then a load test of mixed streaming / non-streaming requests with RSS samples and a
+  parity sample.
+- ``suite``: wall time of a full ``tokenspec run`` against the reference server (start-up excluded).
+- ``token-loop``: the token-native proposal's payoff through the reference server: stored ids -> token prompt ->
+  token answer -> stored, against detokenize -> text prompt -> text answer -> re-tokenize, on the same records;
+  encode/decode work and bytes on the wire per request, as token/text ratios.
+
+Every benchmark writes ``<out>/<what>.json``. Servers are started on free ports and always stopped, also on
+an error, Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tokenspec.errors import UsageError
+from tokenspec.harness.benchmarks.frontend import bench_frontend
+from tokenspec.harness.benchmarks.gateway import bench_gateway
+from tokenspec.harness.benchmarks.lifecycle import sigterm_as_interrupt, write_result
+from tokenspec.harness.benchmarks.suite import bench_suite
+from tokenspec.harness.benchmarks.token_loop import bench_token_loop
+
+BENCHMARKS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
+    "frontend": bench_frontend, "gateway": bench_gateway, "suite": bench_suite, "token-loop": bench_token_loop}
+
+
+def bench_from_args(args: argparse.Namespace) -> int:
+    """Run one benchmark, print its figures, write ``<out>/<what>.json``.
+
+    Exit code 0 when it ran (a MISS is a figure to report, not a crash), 1 with ``--strict`` and a MISS."""
+    if getattr(args, "requests", 1) < 1:
+        raise UsageError("--requests must be at least 1")
+    args.duration = getattr(args, "duration", 60.0)
+    args.clients = getattr(args, "clients", 32)
+    if args.duration <= 0 or args.clients < 1:
+        raise UsageError("--duration must be positive and --clients at least 1")
+    out_dir = Path(getattr(args, "out", None) or "benchmarks/results")
+    with sigterm_as_interrupt():
+        doc = BENCHMARKS[args.what](args)
+    path = write_result(out_dir, args.what, doc)
+    print(f"\nwrote {path}")
+    missed = [t for t in doc.get("targets", []) if t["verdict"] == "MISS"]
+    return 1 if missed and getattr(args, "strict", False) else 0
