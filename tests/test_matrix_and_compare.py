@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tokenspec.cli import main
+from tokenspec.errors import UsageError
 from tokenspec.matrix import CellRun, build_page, requirement_states
 from tokenspec.run_diff import diff_runs, load_run
 from tokenspec.suite.report import RunInfo, report_dict, write_reports
@@ -69,7 +70,7 @@ def test_compare_cli_exits_1_on_a_regression_and_2_on_a_missing_run(tmp_path: Pa
     assert main(["compare", str(tmp_path / "a"), str(tmp_path / "missing")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no report.json" in err[0]
-    with pytest.raises(Exception):
+    with pytest.raises(UsageError, match="no report.json"):
         load_run(tmp_path / "missing")
 
 
