@@ -11,14 +11,18 @@ report files. The plugin
 - reports a test that completed without a single check as an error (a vacuous pass is not a pass),
 - charges a failure to the requirement(s) its message names (``[AREA-NNN]``), so a SHOULD check never fails
   a MUST test,
-- attaches the last request as a ``curl`` command to every failure,
-- writes ``report.json``, ``junit.xml`` (via pytest's own writer) and ``summary.md``.
+- attaches the last request to every failure (a ``curl`` command, and its body saved byte for byte under
+  ``<report>/bodies/``) and the failing comparison's two operands (``expected``, ``actual``),
+- writes ``report.json``, ``junit.xml`` (via pytest's own writer), ``summary.md`` and ``report.html``.
 
 It is installed as a pytest11 entry point but stays inert unless ``--tokenspec-target`` is given.
 """
 
 from __future__ import annotations
 
+import base64
+import json
+import operator
 import os
 import random
 import re
@@ -30,13 +34,15 @@ from pathlib import Path
 import pytest
 
 from tokenspec.progress import Counter
-from tokenspec.suite.results import LEVELS, NOT_TESTED_PREFIX, UNSUPPORTED_PREFIX, TestResult
+from tokenspec.suite.results import LEVELS, MAX_OPERAND, NOT_TESTED_PREFIX, UNSUPPORTED_PREFIX, TestResult, safe_name
 
 SUITE_DIR = Path(__file__).resolve().parent
 LAST_REQUEST = pytest.StashKey[list]()  # the SuiteClients a test used
 _REQ_ID = re.compile(r"\[([A-Z]+-\d{3})\]")
 #: Modules outside the test files whose asserts are checks of the running test (rewritten, so they count).
 HELPER_MODULES = ("tokenspec.suite.client", "tokenspec.suite.pipeline", "tokenspec.suite.derender_checks")
+#: A failing request's body larger than this is not saved under bodies/ (the oversized-body tests send 64 MiB).
+MAX_SAVED_BODY = 4 << 20
 
 
 class _CheckCounter:
@@ -77,6 +83,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--tokenspec-max-examples", type=int, default=25)
     g.addoption("--tokenspec-no-shrink", action="store_true",
                 help="report the first failing example as found, without shrinking it (faster verdicts)")
+    g.addoption("--tokenspec-command", default="",
+                help="the `tokenspec run ...` command that replays this run (recorded in report.json)")
     g.addoption("--tokenspec-suite-dir", help="folder of conformance tests held to the suite's rules (default: the"
                 " shipped suite; an implementer's own tests citing requirement IDs can live elsewhere)")
 
@@ -184,9 +192,58 @@ def pytest_assertion_pass(item: pytest.Item, lineno: int, orig: str, expl: str) 
     CHECKS.note()
 
 
+#: The running test's last failing comparison (per process: each xdist worker has its own). ``nodeid`` is set
+#: while a suite test's call phase runs; ``actual``/``expected`` hold the formatted operands.
+_COMPARISON: dict[str, str] = {}
+_COMPARE_OPS = {
+    "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+    "is": operator.is_, "is not": operator.is_not, "in": lambda a, b: a in b, "not in": lambda a, b: a not in b,
+}
+
+
+def operand_text(value: object) -> str:
+    """One operand as the report shows it: pretty JSON when it is JSON-able, else its repr; capped."""
+    try:
+        text = json.dumps(value, indent=2, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        try:
+            text = repr(value)
+        except Exception as exc:  # a broken __repr__ must not hide the test's own failure
+            text = f"<unrepresentable {type(value).__name__}: {type(exc).__name__}>"
+    if len(text) > MAX_OPERAND:
+        text = text[:MAX_OPERAND] + f"\n... ({len(text) - MAX_OPERAND} more characters)"
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")  # lone surrogates cannot be written as UTF-8
+
+
+def pytest_assertrepr_compare(config: pytest.Config, op: str, left: object, right: object) -> None:
+    """Keep the operands of the running test's failing comparison (``assert actual == expected``).
+
+    With the assertion-pass hook on, pytest asks for an explanation of passing comparisons too, so the
+    comparison is evaluated again here: a failing one is kept (formatted now: the operands may change later),
+    a passing one clears it. What is left when the test fails is its last comparison, if that one failed: a
+    failure that comes after a passing comparison (a schema violation, ``pytest.fail``, or hypothesis's final
+    replay of an example that failed otherwise) shows no stale operands. Never adds to pytest's explanation.
+    """
+    if "nodeid" not in _COMPARISON or op not in _COMPARE_OPS:
+        return None
+    try:
+        failed = not _COMPARE_OPS[op](left, right)
+    except Exception:
+        return None
+    if failed:
+        _COMPARISON.update(op=op, actual=operand_text(left), expected=operand_text(right))
+    else:
+        for key in ("op", "actual", "expected"):
+            _COMPARISON.pop(key, None)
+    return None
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     CHECKS.count = 0
+    _COMPARISON.clear()
+    if _active(item.config) and _in_suite(item):
+        _COMPARISON["nodeid"] = item.nodeid
     test = getattr(item, "obj", None)
     current = getattr(test, "_hypothesis_internal_use_settings", None)
     no_shrink = item.stash.get(_EXPECTATION, None) is not None or item.config.getoption("--tokenspec-no-shrink",
@@ -222,12 +279,23 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.user_properties.append(("message", "\n".join(
             f"failure {i + 1} of {len(group.exceptions)}: {type(e).__name__}: {str(e)[:1500]}"
             for i, e in enumerate(group.exceptions))))
+    if report.when == "call":
+        comparison = dict(_COMPARISON) if _COMPARISON.get("nodeid") == item.nodeid else {}
+        _COMPARISON.clear()
+        if report.failed and "actual" in comparison:
+            report.user_properties += [("expected", comparison["expected"]), ("actual", comparison["actual"]),
+                                       ("comparison", comparison["op"])]
     if report.failed:
         named = [i for i in _REQ_ID.findall(_message_of(report)) if i in ids]
         report.user_properties.append(("failed_requirements", ",".join(dict.fromkeys(named or ids))))
         sent = [c.last_request for c in item.stash.get(LAST_REQUEST, []) if c.last_request is not None]
         if sent:
-            report.user_properties.append(("reproduce", max(sent, key=lambda r: r.seq).curl()))
+            last = max(sent, key=lambda r: r.seq)
+            report.user_properties += [("reproduce", last.curl()), ("request_method", last.method),
+                                       ("request_url", last.url), ("request_content_type", last.content_type or "")]
+            if last.body is not None and len(last.body) <= MAX_SAVED_BODY:
+                # Only strings cross from an xdist worker to the controller: the bytes travel as base64.
+                report.user_properties.append(("request_body", base64.b64encode(last.body).decode("ascii")))
     expectation = item.stash.get(_EXPECTATION, None)
     if expectation is not None and report.when == "call":
         _apply_expectation(report, expectation)
@@ -329,6 +397,12 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         results.pop()
     if counter := config.stash.get(_COUNTER, None):
         counter.add(outcome)
+    evidence = outcome in ("failed", "error", "xfailed")
+    request_file = ""
+    if evidence and "request_body" in props and (out := config.getoption("--tokenspec-report")):
+        request_file = f"bodies/{safe_name(report.nodeid)}.bin"
+        (Path(out) / "bodies").mkdir(parents=True, exist_ok=True)
+        (Path(out) / request_file).write_bytes(base64.b64decode(props["request_body"]))
     results.append(
         TestResult(
             nodeid=report.nodeid,
@@ -337,9 +411,16 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             outcome=outcome,
             duration_s=round(report.duration, 4),
             message=_message(report) if outcome != "passed" else "",
-            reproduce=props.get("reproduce", "") if outcome in ("failed", "error", "xfailed") else "",
+            reproduce=props.get("reproduce", "") if evidence else "",
             failed_requirements=failed_reqs,
             expectation=props.get("expectation", ""),
+            expected=props.get("expected", "") if evidence else "",
+            actual=props.get("actual", "") if evidence else "",
+            comparison=props.get("comparison", "") if evidence else "",
+            request_method=props.get("request_method", "") if evidence else "",
+            request_url=props.get("request_url", "") if evidence else "",
+            request_content_type=props.get("request_content_type", "") if evidence else "",
+            request_file=request_file,
         )
     )
 
@@ -416,6 +497,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         duration_s=round(time.time() - started, 2),
         expectations=_expectations_header(config),
         profile=config.getoption("--tokenspec-profile") or "",
+        command=config.getoption("--tokenspec-command") or "",
     )
     out = config.getoption("--tokenspec-report")
     if out:

@@ -1,4 +1,5 @@
-"""Report writers: ``report.json`` (machine) and ``summary.md`` (human). ``junit.xml`` is pytest's own.
+"""Report writers: ``report.json`` (machine), ``summary.md`` and ``report.html`` (human; the latter written by
+``suite/report_html.py`` from the report.json data). ``junit.xml`` is pytest's own.
 
 Writers read results and the requirement catalogue, never tests. ``summary.md`` answers, in order: what is
 the verdict, which requirements broke (with their sentence, the failing request and the difference), and
@@ -28,6 +29,8 @@ class RunInfo:
     #: The expectations file's implementation, version and configuration ("" without one).
     expectations: str = ""
     profile: str = ""
+    #: The ``tokenspec run ...`` command that replays this run ("" when pytest was started some other way).
+    command: str = ""
 
 
 def report_dict(info: RunInfo, results: list[TestResult], collection_errors: list[str] | None = None,
@@ -45,6 +48,7 @@ def report_dict(info: RunInfo, results: list[TestResult], collection_errors: lis
         "reference": info.reference,
         "model": info.model,
         "seed": info.seed,
+        "command": info.command,
         "started_at": info.started_at,
         "duration_s": info.duration_s,
         "summary": summarise(results).to_dict(),
@@ -58,6 +62,21 @@ def write_reports(out: Path, info: RunInfo, results: list[TestResult], collectio
     report = report_dict(info, results, collection_errors, capabilities)
     (out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     (out / "summary.md").write_text(summary_markdown(info, results, capabilities))
+    _prune_bodies(out, results)
+    from tokenspec.suite.report_html import write_html
+
+    write_html(out, report)
+
+
+def _prune_bodies(out: Path, results: list[TestResult]) -> None:
+    """bodies/ holds this run's failing requests only (a report folder reused by a later run keeps no stale ones)."""
+    folder = out / "bodies"
+    if not folder.is_dir():
+        return
+    kept = {r.request_file for r in results if r.request_file}
+    for path in folder.glob("*.bin"):
+        if f"bodies/{path.name}" not in kept:
+            path.unlink()
 
 
 def headline(results: list[TestResult]) -> str:

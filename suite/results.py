@@ -6,6 +6,8 @@ knows about pytest. ``outcome`` is one of the seven values the report schema all
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -15,6 +17,8 @@ UNSUPPORTED_PREFIX = "unsupported: "
 NOT_TESTED_PREFIX = "not tested: "
 #: Version of suite/CONTRACT.md, the interpretation of outcomes this code implements.
 CONTRACT_VERSION = 2
+#: Cap (characters) of a failing comparison's ``expected`` and ``actual`` as recorded in results.
+MAX_OPERAND = 20_000
 
 
 @dataclass
@@ -31,6 +35,18 @@ class TestResult:
     failed_requirements: list[str] = field(default_factory=list)
     #: For xfailed/xpassed: the expectation that matched (its requirement and pattern).
     expectation: str = ""
+    #: The failing comparison of ``assert actual == expected`` (pretty JSON when the operand is JSON-able, else
+    #: repr; capped at ``MAX_OPERAND`` characters); empty when the test did not fail on a comparison.
+    expected: str = ""
+    actual: str = ""
+    #: The failing comparison's operator (``actual <op> expected``: "==", "in", "<", ...).
+    comparison: str = ""
+    #: The last request the failing test sent: method, URL, content type, and its body saved byte for byte in
+    #: ``<report dir>/<request_file>`` (``bodies/<test>.bin``; empty without a body or a report folder).
+    request_method: str = ""
+    request_url: str = ""
+    request_content_type: str = ""
+    request_file: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -49,6 +65,12 @@ class Summary:
         out.update({("errors" if k == "error" else k): v for k, v in self.counts.items()})
         out["by_level"] = self.by_level
         return out
+
+
+def safe_name(nodeid: str) -> str:
+    """A file name and HTML id for a test: its nodeid's safe characters, plus a hash (parameters can collide)."""
+    readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid).strip("_.")[:120]
+    return f"{readable}-{hashlib.sha1(nodeid.encode('utf-8', 'backslashreplace')).hexdigest()[:8]}"
 
 
 def is_failure(outcome: str) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -84,19 +85,30 @@ def test_expectations_file_names_its_implementation_and_configuration(tmp_path: 
 
 
 def test_reports_have_the_documented_shape(tmp_path: Path) -> None:
-    info = RunInfo("http://t", None, None, "m", 1, "2026-01-01T00:00:00+00:00", 1.5)
-    failing = result("failed", message="boom", reproduce="curl -X POST http://t/x", failed_requirements=["RENDER-001"])
+    info = RunInfo("http://t", None, None, "m", 1, "2026-01-01T00:00:00+00:00", 1.5,
+                   command="tokenspec run --target http://t --seed 1")
+    failing = result("failed", message="boom", reproduce="curl -X POST http://t/x", failed_requirements=["RENDER-001"],
+                     expected='"a"', actual='"b"', comparison="==")
     untested = result("not_tested", nodeid="test_x.py::test_c", message="not tested: generate: not hosted")
     caps = {"parsers": {"reasoning": "qwen3", "tool": None},
             "decisions": [{"feature": "generate", "status": "not-tested", "source": "probe", "evidence": "404"}]}
     write_reports(tmp_path, info, [result("passed", nodeid="test_x.py::test_b"), failing, untested], None, caps)
     report = json.loads((tmp_path / "report.json").read_text())
     assert set(report) >= {"tokenspec_version", "target", "engine", "reference", "model", "started_at", "duration_s",
-                           "summary", "tests", "headline", "capabilities", "contract", "expectations", "profile"}
+                           "summary", "tests", "headline", "capabilities", "contract", "expectations", "profile",
+                           "command"}
+    assert report["command"] == "tokenspec run --target http://t --seed 1"
     assert set(report["summary"]) >= {"total", "passed", "failed", "not_tested", "unsupported", "xfailed",
                                       "xpassed", "errors", "by_level"}
     assert set(report["tests"][0]) == {"nodeid", "requirement_ids", "level", "outcome", "duration_s", "message",
-                                       "reproduce", "failed_requirements", "expectation"}
+                                       "reproduce", "failed_requirements", "expectation", "expected", "actual",
+                                       "comparison", "request_method", "request_url", "request_content_type",
+                                       "request_file"}
+    assert TestResult(**{k: v for k, v in report["tests"][0].items() if k not in ("expected", "request_file")}), \
+        "a report.json from before the evidence fields still loads"
+    html = (tmp_path / "report.html").read_text()
+    assert 'id="verdict"' in html and '<del class="diff-del">a</del>' in html
+    assert not re.search(r"(src|href)=[\"']?[a-z]+:|url\(|@import|<script", html), "nothing loaded from anywhere"
     summary = (tmp_path / "summary.md").read_text()
     assert summary.splitlines()[0].startswith("# tokenspec conformance report: FAIL")
     assert "RENDER-001" in summary and "curl -X POST http://t/x" in summary

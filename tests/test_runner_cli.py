@@ -205,3 +205,24 @@ def test_serve_frontend_announces_itself_and_logs_refusals_in_one_line(tiny_mode
     refusals = [line for line in err.splitlines() if " -> 4" in line]
     assert len(refusals) == len(bad), err
     assert all(re.search(r" POST /\S+ -> 4\d\d: \S", line) for line in refusals), refusals
+
+
+def test_the_replay_command_names_everything_that_decides_the_verdict(tmp_path: Path) -> None:
+    from tokenspec.runner import pytest_args
+
+    args = build_parser().parse_args(["run", "--target", "http://127.0.0.1:8000/", "--reference", "http://r:1",
+                                      "--model", "m", "--tokenizer", "models/tiny", "--expectations", "e.yaml",
+                                      "--profile", "p.yaml", "--seed", "7", "--level", "should",
+                                      "--max-examples", "3", "-n", "2"])
+    argv = pytest_args(args, tmp_path)
+    command = argv[argv.index("--tokenspec-command") + 1]
+    assert command == ("tokenspec run --target http://127.0.0.1:8000 --reference http://r:1 --model m"
+                       " --tokenizer models/tiny --expectations e.yaml --profile p.yaml --seed 7 --level should"
+                       " --max-examples 3")
+    parsed = build_parser().parse_args([*command.split()[1:], "-k", "test_a"])
+    assert (parsed.seed, parsed.level, parsed.max_examples, parsed.keyword) == (7, "should", 3, "test_a"), \
+        "the command parses back, and a report's appended -k selects one test"
+    args.seed = None
+    argv = pytest_args(args, tmp_path)
+    seed = argv[argv.index("--tokenspec-seed") + 1]
+    assert f"--seed {seed} " in argv[argv.index("--tokenspec-command") + 1], "a random seed is recorded as chosen"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shlex
 import tempfile
 from pathlib import Path
 
@@ -68,6 +69,7 @@ def pytest_args(args: argparse.Namespace, report_dir: Path) -> list[str]:
     # and recorded in report.json, and `--seed` replays the same examples.
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     out += ["--tokenspec-seed", str(seed), f"--hypothesis-seed={seed}"]
+    out += ["--tokenspec-command", replay_command(args, seed)]
     if str(args.workers) not in ("0", "1"):
         out += ["-n", str(args.workers), "--dist", "loadgroup"]
     if args.keyword:
@@ -75,6 +77,33 @@ def pytest_args(args: argparse.Namespace, report_dir: Path) -> list[str]:
     if args.no_shrink:
         out += ["--tokenspec-no-shrink"]
     return out
+
+
+def replay_command(args: argparse.Namespace, seed: int) -> str:
+    """The ``tokenspec run`` command that replays this run: same servers, model, files, seed, level and examples.
+
+    Paths are kept as given (relative to where the run was started). A report appends ``-k NAME`` to replay
+    one test: argparse keeps the last ``-k``, so it overrides the run's own.
+    """
+    parts = ["tokenspec", "run", "--target", normalise_url(args.target)]
+    for flag, value in (
+        ("--engine", args.engine and normalise_url(args.engine)),
+        ("--reference", args.reference and normalise_url(args.reference)),
+        ("--model", args.model),
+        ("--tokenizer", args.tokenizer),
+        ("--expectations", args.expectations),
+        ("--profile", args.profile),
+    ):
+        if value:
+            parts += [flag, str(value)]
+    parts += ["--seed", str(seed), "--level", args.level, "--max-examples", str(args.max_examples)]
+    if args.timeout != 30.0:
+        parts += ["--timeout", str(args.timeout)]
+    if args.no_shrink:
+        parts.append("--no-shrink")
+    if args.keyword:
+        parts += ["-k", args.keyword]
+    return shlex.join(parts)
 
 
 def _prepare_pytest_environment() -> None:
@@ -121,7 +150,8 @@ def run_from_args(args: argparse.Namespace) -> int:
         first = data["collection_errors"][0].splitlines()[-1] if data["collection_errors"][0] else ""
         raise UsageError(f"{len(data['collection_errors'])} suite module(s) failed to load ({first.strip()})")
     print(f"tokenspec: {data['headline']}; seed {data.get('seed')}")
-    print(f"tokenspec: report in {report_dir}/ (open {report_dir}/summary.md; report.json and junit.xml beside it)")
+    print(f"tokenspec: report in {report_dir}/ (open {report_dir}/report.html in a browser or summary.md;"
+          " report.json and junit.xml beside them)")
     from tokenspec.suite.results import TestResult, exit_code
 
     tests = [TestResult(**t) for t in data["tests"]]
