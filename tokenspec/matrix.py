@@ -58,6 +58,7 @@ def run_cell(impl_name: str, family: str, out_dir: Path, *, seed: int, workers: 
     from tokenspec.golden_corpus import family_folder
     from tokenspec.harness.implementations import Configuration, implementation
     from tokenspec.harness.models.families import FAMILY_PARSERS
+    from tokenspec.harness.processes import cache_dir
 
     impl = implementation(impl_name)
     if not impl.installed():
@@ -65,7 +66,8 @@ def run_cell(impl_name: str, family: str, out_dir: Path, *, seed: int, workers: 
             raise UsageError(f"{impl.title} is not installed: add --install (cached after the first time)")
         impl.install()
     with step(f"building the {family} model folder"):
-        folder = family_folder(family)
+        # A folder of the matrix's own: another job's rebuild never rewrites files under a running server.
+        folder = family_folder(family, cache_dir() / "matrix" / family)
     name = json.loads((folder / "tokenspec-model.json").read_text())["name"]
     tool, reasoning = FAMILY_PARSERS[family]
     config = Configuration(folder, name, family, tool, reasoning)
