@@ -396,7 +396,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             return
         results.pop()
     if counter := config.stash.get(_COUNTER, None):
-        counter.add(outcome)
+        counter.add(outcome, (rid.split('-')[0] for rid in cited))
     evidence = outcome in ("failed", "error", "xfailed")
     request_file = ""
     if evidence and "request_body" in props and (out := config.getoption("--tokenspec-report")):

@@ -90,6 +90,29 @@ def headline(results: list[TestResult]) -> str:
             f" {summary.counts['unsupported']} unsupported; {summary.counts['not_tested']} not tested")
 
 
+def top_failing(results: list[TestResult], limit: int = 5) -> list[str]:
+    """The requirements that broke most, unexpected failures first: ``RENDER-006 (MUST): 3 unexpected,
+    1 known: <its sentence>``. What a terminal shows at the end of a run, before anyone opens a report."""
+    from tokenspec.specs.catalogue import load_catalogue
+
+    catalogue = load_catalogue()
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for r in results:
+        if is_failure(r.outcome) or r.outcome == "xfailed":
+            for rid in r.failed_requirements or r.requirement_ids:
+                counts[rid][0 if is_failure(r.outcome) else 1] += 1
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1][0], -kv[1][1], kv[0]))[:limit]
+    lines = []
+    for rid, (unexpected, known) in ranked:
+        req = catalogue.get(rid)
+        what = ", ".join(part for part in (f"{unexpected} unexpected" if unexpected else "",
+                                           f"{known} known" if known else "") if part)
+        sentence = req.statement if req else ""
+        lines.append(f"{rid} ({req.level if req else '?'}): {what}: "
+                     f"{sentence[:100]}{'...' if len(sentence) > 100 else ''}")
+    return lines
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 

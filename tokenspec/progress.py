@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 PREFIX = "tokenspec: "
@@ -47,19 +47,27 @@ def seconds(value: float) -> str:
 class Counter:
     """Live counts of a test run: a line when another tenth of the tests is done (no closer than ``MIN_GAP``
     seconds to the last) or after ``interval`` quiet seconds, and one at the end: a long run shows it is
-    moving without flooding a CI log."""
+    moving without flooding a CI log. Each line also counts per area (the requirement ids' prefix), so a
+    broken area shows while the run goes on."""
 
     def __init__(self, total: int, interval: float = 20.0, emit: Callable[[str], None] = say) -> None:
         self.total = total
         self.emit = emit
         self.interval = interval
         self.counts: dict[str, int] = {}
+        self.areas: dict[str, dict[str, int]] = {}
         self.started = time.monotonic()
         self._last_line = self.started
         self._last_tenth = 0
 
-    def add(self, outcome: str) -> None:
+    def add(self, outcome: str, areas: Iterable[str] = ()) -> None:
         self.counts[outcome] = self.counts.get(outcome, 0) + 1
+        kind = "failed" if outcome in ("failed", "error", "xpassed") else "known" if outcome == "xfailed" else "done"
+        for area in dict.fromkeys(areas):
+            counts = self.areas.setdefault(area, {"done": 0, "failed": 0, "known": 0})
+            counts["done"] += 1
+            if kind != "done":
+                counts[kind] += 1
         done = sum(self.counts.values())
         tenth = done * 10 // self.total if self.total else 10
         now = time.monotonic()
@@ -71,4 +79,13 @@ class Counter:
     def line(self) -> str:
         done = sum(self.counts.values())
         parts = ", ".join(f"{n} {outcome.replace('_', ' ')}" for outcome, n in sorted(self.counts.items()))
-        return f"[{done}/{self.total}] {parts} ({seconds(time.monotonic() - self.started)})"
+        line = f"[{done}/{self.total}] {parts} ({seconds(time.monotonic() - self.started)})"
+        return f"{line}; by area: {self.area_line()}" if self.areas else line
+
+    def area_line(self) -> str:
+        """``RENDER 52 (1 failed), DERENDER 40 (3 known), ...``: tests done per area, failing areas first."""
+        def text(area: str, c: dict[str, int]) -> str:
+            notes = [f"{c[k]} {k}" for k in ("failed", "known") if c[k]]
+            return f"{area} {c['done']}" + (f" ({', '.join(notes)})" if notes else "")
+        ordered = sorted(self.areas.items(), key=lambda kv: (-kv[1]["failed"], kv[0]))
+        return ", ".join(text(area, c) for area, c in ordered)

@@ -152,7 +152,10 @@ def run_from_args(args: argparse.Namespace) -> int:
     print(f"tokenspec: {data['headline']}; seed {data.get('seed')}")
     print(f"tokenspec: report in {report_dir}/ (open {report_dir}/report.html in a browser or summary.md;"
           " report.json and junit.xml beside them)")
+    from tokenspec.suite.report import top_failing
     from tokenspec.suite.results import TestResult, exit_code
 
     tests = [TestResult(**t) for t in data["tests"]]
+    if worst := top_failing(tests):
+        print("tokenspec: top failing requirements:\n" + "\n".join(f"  {line}" for line in worst))
     return exit_code(tests)
