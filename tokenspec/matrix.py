@@ -155,9 +155,10 @@ def _counts(row_states: list[str | None]) -> str:
 def _markdown(cells: list[CellRun], rows: dict[str, list], catalogue: dict) -> str:
     lines = ["# tokenspec implementation matrix", "",
              "Each column is one run of the suite (seed, options and the command in its folder's cell.json).", "",
-             "| run | verdict | seconds | expectations |", "|---|---|---:|---|"]
-    lines += [f"| [{c.column}]({c.folder}/summary.md) | {c.headline} | {c.seconds:.0f} |"
-              f" {c.expectations or 'none'} |" for c in cells]
+             "| run | verdict | requirements | seconds | expectations |", "|---|---|---|---:|---|"]
+    lines += [f"| [{c.column}]({c.folder}/summary.md) | {c.headline} |"
+              f" {_counts([row[i][0] for row in rows.values() if row[i]])} | {c.seconds:.0f} |"
+              f" {c.expectations or 'none'} |" for i, c in enumerate(cells)]
     lines += ["", "| requirement | level | " + " | ".join(c.column for c in cells) + " |",
               "|---|---|" + "---|" * len(cells)]
     for rid, row in rows.items():
@@ -192,8 +193,9 @@ def _html(cells: list[CellRun], columns: list, rows: dict[str, list], catalogue:
     runs = "".join(
         f"<tr><td><a href='{escape(c.folder)}/report.html'>{escape(c.column)}</a></td>"
         f"<td class='verdict {_verdict_class(c.headline)}'>{escape(c.headline)}</td>"
+        f"<td>{escape(_counts([s for s, _ in states.values()]))}</td>"
         f"<td>{escape(c.roles)}</td><td>{escape(c.expectations or 'none')}</td><td>{c.seconds:.0f} s</td></tr>"
-        for c in cells)
+        for c, _, states in columns)
     head = "".join(f"<th class='run'>{escape(c.column)}</th>" for c in cells)
     body = []
     for rid, row in rows.items():
@@ -221,7 +223,8 @@ def _html(cells: list[CellRun], columns: list, rows: dict[str, list], catalogue:
 .legend span.failed{{background:#fce8e6}} .legend span.unsupported,.legend span.not_tested{{background:#f1f3f4}}
 </style></head><body>
 <h1>tokenspec implementation matrix</h1>
-<table id="runs"><tr><th>run</th><th>verdict</th><th>roles</th><th>expectations</th><th>time</th></tr>{runs}</table>
+<table id="runs"><tr><th>run</th><th>verdict</th><th>requirements</th><th>roles</th><th>expectations</th>
+<th>time</th></tr>{runs}</table>
 <h2>Requirements</h2>
 <p class="legend">{legend}. A failed or known cell links to the first test that broke that requirement in that
 run.</p>
