@@ -11,6 +11,13 @@ The file is plain YAML (no condition language)::
         reason: reads the whole body before refusing it
         evidence: {request: "curl ...", answer: "400 ..."}   # optional, what was seen
         seed_dependent: false   # optional: true for property/fuzz tests whose failing example depends on the seed
+        families: [qwen3]       # optional: the model families (configurations) where the failure shows
+
+An entry with ``families`` is a deviation of some configurations only (a parser or template of one model
+family). When the run's family is known (a tokenspec-built ``--tokenizer`` folder declares it), the entry
+applies strictly to runs of those families and is left out of the others, so a stale entry is noticed on
+the family it names. When the family is unknown (anyone's own model folder, or none), it applies leniently:
+it may explain a failure, and a pass is not reported as stale.
 
 A known failure is recognised only when every cause of the test's failure (each ``[AREA-NNN]`` segment of its
 message, or the whole message) is explained by one of the test's expectations: same requirement, pattern
@@ -20,8 +27,9 @@ and a test named here that passes is ``xpassed``: the expectation is stale and s
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +48,14 @@ class Expectation:
     evidence: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     #: The failing example depends on the seed (a property or fuzz test): a pass is not a stale expectation.
     seed_dependent: bool = False
+    #: The model families where the failure shows (empty: every configuration of the file).
+    families: tuple[str, ...] = ()
+    #: Applied to a run whose family is unknown: a pass of a family-scoped entry is not stale there.
+    loosely: bool = False
 
     @property
     def may_pass(self) -> bool:
-        return self.seed_dependent or "*" in self.test
+        return self.seed_dependent or self.loosely or "*" in self.test
 
     def matches(self, nodeid: str) -> bool:
         path, sep, rest = nodeid.partition("::")
@@ -56,7 +68,8 @@ class Expectation:
         return local == self.test or nodeid == self.test or local.split("[")[0] == self.test
 
     def describe(self) -> str:
-        return f"{self.requirement} /{self.pattern}/: {self.reason}"
+        scope = f" [{', '.join(self.families)}]" if self.families else ""
+        return f"{self.requirement} /{self.pattern}/{scope}: {self.reason}"
 
 
 @dataclass(frozen=True)
@@ -92,14 +105,38 @@ def load_expectations_file(path: str | Path) -> ExpectationsFile:
             re.compile(str(entry["pattern"]))
         except re.error as exc:
             raise UsageError(f"expectations file {path}: entry {i}: bad pattern ({exc})") from None
+        families = entry.get("families") or []
+        if not isinstance(families, list) or not all(isinstance(f, str) and f for f in families):
+            raise UsageError(f"expectations file {path}: entry {i}: `families` must be a list of family names")
         out.append(Expectation(str(entry["test"]), str(entry["requirement"]), str(entry["pattern"]),
                                str(entry["reason"]), entry.get("link"), dict(entry.get("evidence") or {}),
-                               bool(entry.get("seed_dependent", False))))
+                               bool(entry.get("seed_dependent", False)), tuple(families)))
     return ExpectationsFile(str(path), dict(impl), dict(data["configuration"]), out)
 
 
 def load_expectations(path: str | Path) -> list[Expectation]:
     return load_expectations_file(path).entries
+
+
+def for_family(entries: list[Expectation], family: str | None) -> list[Expectation]:
+    """The entries that apply to a run of ``family`` (None: unknown): family-scoped entries of other families
+    are left out; with an unknown family they all apply, loosely."""
+    if family is None:
+        return [replace(e, loosely=True) if e.families else e for e in entries]
+    return [e for e in entries if not e.families or family in e.families]
+
+
+def folder_family(tokenizer: str | Path | None) -> str | None:
+    """The model family a tokenspec-built model folder declares (``tokenspec-model.json``; a folder of the
+    embedded tiny model says none and is ``tiny``); None for any other folder or none."""
+    marker = Path(tokenizer) / "tokenspec-model.json" if tokenizer else None
+    if marker is None or not marker.is_file():
+        return None
+    try:
+        doc = json.loads(marker.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return str(doc.get("family") or "tiny") if isinstance(doc, dict) else None
 
 
 def find(expectations: list[Expectation], nodeid: str, requirement_ids: list[str] | None = None

@@ -147,9 +147,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     catalogue = load_catalogue()
     expectations = []
     if path := config.getoption("--tokenspec-expectations", default=None):
-        from tokenspec.suite.expectations import load_expectations
+        from tokenspec.suite.expectations import folder_family, for_family, load_expectations
 
-        expectations = load_expectations(path)
+        family = folder_family(config.getoption("--tokenspec-tokenizer", default=None))
+        expectations = for_family(load_expectations(path), family)
     threshold = LEVELS.index(config.getoption("--tokenspec-level", default="may").upper())
     keep, drop = [], []
     for item in suite_items:
@@ -471,9 +472,12 @@ def _expectations_header(config: pytest.Config) -> str:
     path = config.getoption("--tokenspec-expectations")
     if not path:
         return ""
-    from tokenspec.suite.expectations import load_expectations_file
+    from tokenspec.suite.expectations import folder_family, load_expectations_file
 
-    return f"{path}: {load_expectations_file(path).header()}"
+    family = folder_family(config.getoption("--tokenspec-tokenizer", default=None))
+    scope = f"; entries of model family {family} and of every family" if family else (
+        "; model family unknown: family-scoped entries apply loosely")
+    return f"{path}: {load_expectations_file(path).header()}{scope}"
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

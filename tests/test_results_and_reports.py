@@ -133,3 +133,30 @@ def test_evidence_is_recorded_from_a_run_where_the_expectation_explained_the_fai
     assert doc["expectations"][0]["evidence"] == {"run": "http://t seed 7", "test": "suite/t.py::a",
                                                   "request": "curl x", "answer": "AssertionError: boom here"}
     assert "evidence" not in doc["expectations"][1], "an answer the pattern does not explain is no evidence"
+
+
+def test_family_scoped_expectations_are_strict_on_their_family_and_absent_elsewhere(tmp_path: Path) -> None:
+    from tokenspec.suite.expectations import folder_family, for_family
+
+    path = tmp_path / "e.yaml"
+    path.write_text("implementation: {name: x, version: '1'}\nconfiguration: {model: m}\nexpectations:\n"
+                    "- {test: 'test_a.py::t', requirement: RENDER-001, pattern: boom, reason: r, families: [qwen3]}\n"
+                    "- {test: 'test_a.py::u', requirement: RENDER-001, pattern: boom, reason: r}\n")
+    entries = load_expectations_file(path).entries
+    assert [e.test for e in for_family(entries, "llama3")] == ["test_a.py::u"]
+    (scoped, _) = for_family(entries, "qwen3")
+    assert scoped.families == ("qwen3",) and not scoped.may_pass, "on its family a pass is a stale entry"
+    loose = for_family(entries, None)
+    assert len(loose) == 2 and loose[0].may_pass and not loose[1].may_pass, "unknown family: applied loosely"
+    assert "[qwen3]" in scoped.describe()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(path.read_text().replace("[qwen3]", "qwen3"))
+    with pytest.raises(UsageError, match="families"):
+        load_expectations_file(bad)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    assert folder_family(folder) is None and folder_family(None) is None
+    (folder / "tokenspec-model.json").write_text('{"name": "tokenspec-tiny"}')
+    assert folder_family(folder) == "tiny"
+    (folder / "tokenspec-model.json").write_text('{"name": "tokenspec-qwen3", "family": "qwen3"}')
+    assert folder_family(folder) == "qwen3"

@@ -157,7 +157,9 @@ def _mutants(args: argparse.Namespace) -> int:
 
     defects = select(args.only)
     if not args.list:
-        family = args.family if not args.target else _folder_family(args.tokenizer)
+        from tokenspec.suite.expectations import folder_family
+
+        family = args.family if not args.target else folder_family(args.tokenizer)
         shown = [d for d in defects if d.shows_on(family)]
         if len(shown) < len(defects):
             print(f"tokenspec: {len(defects) - len(shown)} defect(s) cannot show on the {family} family's tokenizer "
@@ -176,17 +178,6 @@ def _mutants(args: argparse.Namespace) -> int:
     options = Options(urls["target"] or "", urls["engine"], urls["reference"], args.tokenizer, args.profile,
                       args.expectations, args.model, args.seed, str(args.workers), args.max_examples)
     return _mutants_report(args, run_campaign(options, defects, Path(args.report)))
-
-
-def _folder_family(tokenizer: str | None) -> str | None:
-    """The model family a tokenspec-built folder declares (None: not a tokenspec build, or no folder)."""
-    import json
-
-    marker = Path(tokenizer) / "tokenspec-model.json" if tokenizer else None
-    if marker is None or not marker.is_file():
-        return None
-    doc = json.loads(marker.read_text())
-    return str(doc.get("family") or "tiny")
 
 
 def _mutants_on_the_reference_server(args: argparse.Namespace, defects: list) -> int:
