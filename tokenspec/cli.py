@@ -181,12 +181,18 @@ def _mutants(args: argparse.Namespace) -> int:
 
 
 def _mutants_on_the_reference_server(args: argparse.Namespace, defects: list) -> int:
-    """No --target: judge the suite on the bundled reference server (its profile), on the tiny model or on a
-    real family that runs the reference server's parsers (hermes + qwen3)."""
+    """No --target: judge the suite on the bundled reference server, on the tiny model or a real family served
+    with that family's parsers (and the reference server's profile where it declares those parsers)."""
     import json
 
-    from tokenspec.embedded import PROFILE
-    from tokenspec.harness.implementations.reference import ReferenceServer, default_model
+    from tokenspec.harness.implementations.reference import (
+        PROFILE,
+        REASONING_PARSER,
+        TOOL_PARSER,
+        ReferenceServer,
+        default_model,
+    )
+    from tokenspec.harness.models.families import FAMILY_PARSERS
     from tokenspec.harness.mutants.campaign import Options, run_campaign
 
     if args.family == "tiny":
@@ -196,9 +202,11 @@ def _mutants_on_the_reference_server(args: argparse.Namespace, defects: list) ->
 
         model_dir = family_folder(args.family)
     name = json.loads((model_dir / "tokenspec-model.json").read_text())["name"]
-    with ReferenceServer(model_dir, name) as server:
+    tool, reasoning = FAMILY_PARSERS[args.family]
+    profile = str(PROFILE) if (tool, reasoning) == (TOOL_PARSER, REASONING_PARSER) else None
+    with ReferenceServer(model_dir, name, tool_parser=tool, reasoning_parser=reasoning) as server:
         assert server.frontend is not None and server.engine is not None
-        options = Options(server.frontend.url, None, server.engine.url, str(model_dir), str(PROFILE), None,
+        options = Options(server.frontend.url, None, server.engine.url, str(model_dir), profile, None,
                           name, args.seed, str(args.workers), args.max_examples)
         return _mutants_report(args, run_campaign(options, defects, Path(args.report)))
 
@@ -509,9 +517,9 @@ def build_parser() -> argparse.ArgumentParser:
     mutants.add_argument("--profile", metavar="FILE", help="target profile, as for tokenspec run")
     mutants.add_argument("--expectations", metavar="FILE", help="the target's known failures, as for tokenspec run")
     mutants.add_argument("--model", metavar="NAME", help="model name, as for tokenspec run")
-    mutants.add_argument("--family", choices=("tiny", "qwen3"), default="tiny",
-                         help="without --target: the model family the bundled reference server serves (its parsers "
-                              "are hermes + qwen3)")
+    mutants.add_argument("--family", choices=MODEL_FAMILIES, default="tiny",
+                         help="without --target: the model family the bundled reference server serves, with that "
+                              "family's parsers")
     mutants.add_argument("--only", nargs="+", metavar="NAME", help="plant only these defects (default: all)")
     mutants.add_argument("--list", action="store_true", help="list the catalogue and exit")
     mutants.add_argument("--report", default="out/mutants", metavar="DIR", help="report folder")

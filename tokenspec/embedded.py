@@ -10,10 +10,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tokenspec.harness.implementations.reference import ReferenceServer, default_model
+from tokenspec.harness.implementations.reference import PROFILE, ReferenceServer, default_model
 from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME
-
-PROFILE = Path(__file__).resolve().parent.parent / "reports" / "profiles" / "reference-server.yaml"
 
 
 def run_embedded(args: argparse.Namespace) -> int:
