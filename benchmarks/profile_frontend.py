@@ -20,7 +20,7 @@ from tokenspec.harness.benchmarks.payloads import TARGET_TOKENS, conversation, o
 from tokenspec.harness.frontend.app import create_app
 from tokenspec.harness.frontend.config import FrontendConfig
 from tokenspec.harness.implementations.reference import REASONING_PARSER, TOOL_PARSER, default_model
-from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME
+from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
 
 
 class _NoHeaders:

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import settings
 
 from tokenspec.harness.implementations import vllm
-from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME, BuildResult, build
+from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME, BuildResult, build
 
 # The project's own property tests draw the same examples on every run: CI must not pass or fail by luck.
 # (The conformance suite is seeded separately, by `tokenspec run --seed`.)

@@ -19,7 +19,7 @@ from tokenspec.cli import build_parser
 from tokenspec.errors import UsageError
 from tokenspec.harness import benchmarks
 from tokenspec.harness.benchmarks import gateway, payloads, statistics, suite, token_loop
-from tokenspec.harness.tinymodel import BuildResult
+from tokenspec.harness.models.tiny import BuildResult
 
 
 def test_percentile_interpolates_between_ranks() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME
+from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
 
 pytestmark = pytest.mark.vllm
 

@@ -21,7 +21,7 @@ from starlette.testclient import TestClient
 from tokenizers import Tokenizer
 
 from tokenspec.harness.frontend import FrontendConfig, create_app
-from tokenspec.harness.tinymodel import build
+from tokenspec.harness.models.tiny import build
 
 MODEL = "tokenspec-tiny"
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
@@ -385,7 +385,7 @@ def test_whole_output_decode_equals_the_incremental_loop() -> None:
 
     from tokenspec.harness.frontend.detokenize import decode_all, decode_tokens, seed_window
     from tokenspec.harness.frontend.model_files import ModelFiles
-    from tokenspec.harness.tinymodel import build
+    from tokenspec.harness.models.tiny import build
 
     with tempfile.TemporaryDirectory() as tmp:
         model = ModelFiles.load(build(Path(tmp) / "m").model_dir)

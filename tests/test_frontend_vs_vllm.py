@@ -106,7 +106,7 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
 from tokenspec.harness.frontend import FrontendConfig
-from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME
+from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
 from tokenspec.suite.builders import TOOL
 from tokenspec.suite.strategies import text
 

@@ -23,7 +23,7 @@ from broken_server import frontend_config
 from browser import chromium, chromium_page  # noqa: F401  (pytest fixtures)
 from frontend_server import running_frontend
 
-from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME
+from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
 from tokenspec.specs.catalogue import load_catalogue
 from tokenspec.suite.report import RunInfo, write_reports
 from tokenspec.suite.report_html import (

@@ -332,7 +332,7 @@ def record(url: str, tok: Tokenizer) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def llama3_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tokenspec.harness.tinymodel import build
+    from tokenspec.harness.models.tiny import build
 
     base = tmp_path_factory.mktemp("l3j")
     build(base / "tiny")

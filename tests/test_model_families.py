@@ -25,8 +25,9 @@ from tokenizers import Tokenizer
 
 from tokenspec import cli
 from tokenspec.errors import UsageError
-from tokenspec.harness import tinymodel, vllm
+from tokenspec.harness.implementations import vllm
 from tokenspec.harness.models import FAMILIES, FAMILY_NAMES, build, family, sources
+from tokenspec.harness.models import tiny as tinymodel
 from tokenspec.harness.models.build import FAMILY_FILES
 from tokenspec.harness.models.families import FAMILY_PARSERS
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from broken_server import frontend_config, running_broken_server
 
-from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME
+from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
 
 ROOT = Path(__file__).resolve().parents[1]
 

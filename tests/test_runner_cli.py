@@ -125,7 +125,7 @@ def test_a_model_the_target_does_not_serve_is_a_usage_error(tiny_model) -> None:
     from broken_server import frontend_config
     from frontend_server import running_frontend
 
-    from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME
+    from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
 
     with running_frontend(frontend_config(tiny_model.model_dir, DEFAULT_MODEL_NAME)) as url:
         done = run_cli("run", "--target", url, "--model", "no-such-model")

@@ -27,8 +27,8 @@ import pytest
 from broken_server import frontend_config, running_broken_server
 
 from tokenspec.harness.frontend import FrontendConfig
+from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME, BuildResult
 from tokenspec.harness.mutants.defects import DEFECTS
-from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME, BuildResult
 
 RUN_TIMEOUT = 180
 

@@ -1,4 +1,4 @@
-"""Tests for the embedded tiny model builder (tokenspec.harness.tinymodel); no vLLM needed.
+"""Tests for the embedded tiny model builder (tokenspec.harness.models.tiny); no vLLM needed.
 
 Templates are rendered with Hugging Face's chat-template semantics: jinja2's
 ImmutableSandboxedEnvironment with trim_blocks and lstrip_blocks, the loopcontrols extension, a
@@ -20,7 +20,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from tokenspec.errors import UsageError
-from tokenspec.harness import tinymodel
+from tokenspec.harness.models import tiny as tinymodel
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from broken_server import frontend_config
 from frontend_server import running_frontend
 from tokenizers import Tokenizer
 
-from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME
+from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
 
 pytestmark = pytest.mark.vllm
 

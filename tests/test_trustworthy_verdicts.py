@@ -16,7 +16,7 @@ from broken_server import frontend_config, running_broken_server
 from doubles import forcing_ignoring_reference, llama3_style_copy, padded_copy, padded_engine
 from frontend_server import running_app, running_frontend
 
-from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME
+from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = "20261201"

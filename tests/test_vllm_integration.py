@@ -9,7 +9,7 @@ import httpx
 import pytest
 from tokenizers import Tokenizer
 
-from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME
+from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
 
 pytestmark = pytest.mark.vllm
 

@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 
 from tokenspec.harness.implementations.reference import PROFILE, ReferenceServer, default_model
-from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME
+from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
 
 
 def run_embedded(args: argparse.Namespace) -> int:

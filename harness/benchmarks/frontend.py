@@ -13,7 +13,7 @@ from tokenspec.harness.benchmarks.payloads import TARGET_TOKENS, conversation, o
 from tokenspec.harness.benchmarks.statistics import Target, ratio, summarize, table
 from tokenspec.harness.implementations import vllm
 from tokenspec.harness.implementations.reference import REASONING_PARSER, TOOL_PARSER, frontend_process
-from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME
+from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
 
 RENDER = "/v1/chat/completions/render"
 DERENDER = "/v1/chat/completions/derender"

@@ -20,7 +20,7 @@ import httpx
 from tokenspec.harness.benchmarks.clients import CHAT, WARMUP, TimedConnection, post_ok
 from tokenspec.harness.benchmarks.lifecycle import machine_facts, model_folder, start_reference
 from tokenspec.harness.benchmarks.statistics import ratio, summarize, table
-from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME
+from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
 
 PROMPTS = ["Tell me a story.", "What is the weather in Paris?", "Write a haiku about the sea.",
            "Explain tokenizers briefly.", "List three colours.", "Où est la gare ?", "你好，今天怎么样？",

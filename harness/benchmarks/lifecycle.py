@@ -16,7 +16,7 @@ from typing import Any
 
 from tokenspec.errors import UsageError
 from tokenspec.harness.implementations.reference import ReferenceServer, default_model
-from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME
+from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
 
 
 @contextlib.contextmanager

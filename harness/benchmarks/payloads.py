@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tokenspec.harness.tinymodel import corpus_texts
+from tokenspec.harness.models.tiny import corpus_texts
 
 TARGET_TOKENS = 300  # the frontend benchmark's prompt and output size
 

@@ -16,7 +16,7 @@ from typing import Any
 from tokenspec.errors import UsageError
 from tokenspec.harness.benchmarks.lifecycle import machine_facts, model_folder, start_reference
 from tokenspec.harness.benchmarks.statistics import Target
-from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME
+from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
 
 SUITE_TARGET_S = 120.0
 

@@ -14,7 +14,7 @@ from tokenspec.harness.benchmarks.clients import CHAT, WARMUP, TimedConnection, 
 from tokenspec.harness.benchmarks.lifecycle import machine_facts, model_folder, start_reference
 from tokenspec.harness.benchmarks.payloads import mixed_text
 from tokenspec.harness.benchmarks.statistics import percentile, ratio, table
-from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME
+from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
 
 LOOP_PROMPT_TOKENS = 200
 LOOP_OUTPUT_TOKENS = 32

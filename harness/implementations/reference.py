@@ -19,8 +19,8 @@ from tokenspec import __version__
 from tokenspec.harness.implementations import vllm
 from tokenspec.harness.implementations.base import REPORTS_DIR, Configuration, Deployment, started
 from tokenspec.harness.implementations.vllm import Vllm
+from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME, build
 from tokenspec.harness.processes import ServerProcess
-from tokenspec.harness.tinymodel import DEFAULT_MODEL_NAME, build
 from tokenspec.progress import step
 
 TOOL_PARSER = "hermes"

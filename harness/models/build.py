@@ -31,8 +31,8 @@ from safetensors.numpy import save_file
 from tokenspec.errors import UsageError
 from tokenspec.fingerprint import fingerprint_of
 from tokenspec.fingerprint import sha256 as _sha256
-from tokenspec.harness import tinymodel
 from tokenspec.harness.models import sources
+from tokenspec.harness.models import tiny as tinymodel
 from tokenspec.harness.models.families import FAMILY_NAMES, FamilySpec, family
 from tokenspec.progress import step
 

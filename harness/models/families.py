@@ -3,7 +3,7 @@
 Every value below is taken from the public files of the model the family imitates (``tokenizer.json``,
 ``tokenizer_config.json``, ``generation_config.json``, ``config.json``); the vocabulary and merges come from
 llama.cpp's vocab-only GGUF files and the chat template from llama.cpp's vendored templates (see ``sources``).
-Only the weights are not real: random, with the tiny dims of ``tokenspec.harness.tinymodel``, at the real
+Only the weights are not real: random, with the tiny dims of ``tokenspec.harness.models.tiny``, at the real
 (padded) ``vocab_size``.
 
 - ``qwen3``: Qwen3-0.6B. Hermes-style ``<tool_call>`` markup, ``<think>`` reasoning; no BOS.
@@ -266,7 +266,7 @@ DEEPSEEK_R1 = FamilySpec(
 )
 
 FAMILIES: dict[str, FamilySpec] = {spec.name: spec for spec in (QWEN3, LLAMA3, DEEPSEEK_R1)}
-#: Every --family value; ``tiny`` is the embedded tiny model of ``tokenspec.harness.tinymodel``.
+#: Every --family value; ``tiny`` is the embedded tiny model of ``tokenspec.harness.models.tiny``.
 FAMILY_NAMES = ("tiny", *FAMILIES)
 #: (tool parser, reasoning parser) each family is served with: vLLM's parsers for that model family.
 FAMILY_PARSERS: dict[str, tuple[str | None, str | None]] = {

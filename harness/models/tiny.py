@@ -9,7 +9,7 @@ What ``build`` writes into the model folder:
 - ``tokenizer.json``: byte-level BPE (ByteLevel pre-tokenizer with the GPT-2 split regex and
   ``add_prefix_space=False``, ByteLevel decoder, ByteLevel post-processor with ``trim_offsets=False`` so
   offsets cover every byte, no normalizer so any text round-trips exactly), trained by the ``tokenizers``
-  BPE trainer on the shipped corpus (``harness/corpus/*.txt``, read in file-name order), then the added
+  BPE trainer on the shipped corpus (``harness/models/corpus/*.txt``, read in file-name order), then the added
   tokens of the Qwen3 layout appended after the learned vocabulary:
   ``<|endoftext|>``, ``<|im_start|>``, ``<|im_end|>`` (special) and ``<think>``, ``</think>``,
   ``<tool_call>``, ``</tool_call>``, ``<tool_response>``, ``</tool_response>`` (not special, so they survive
@@ -28,7 +28,7 @@ What ``build`` writes into the model folder:
 - ``tokenspec-model.json``: ``{"name", "tokenizer_fingerprint", "tokenspec_model_version"}``. It marks the
   folder as a tokenspec build, which is what lets a later ``build`` overwrite it.
 
-How the chat template renders (``harness/templates/chat_template.jinja``, HF semantics: jinja2
+How the chat template renders (``harness/models/templates/chat_template.jinja``, HF semantics: jinja2
 ``ImmutableSandboxedEnvironment`` with ``trim_blocks`` and ``lstrip_blocks``, a ``raise_exception`` global and
 a ``tojson`` filter that is ``json.dumps(value, ensure_ascii=False)``):
 
@@ -121,14 +121,14 @@ class BuildResult:
 
 def corpus_texts() -> list[tuple[str, str]]:
     """The shipped training corpus as (file name, text), in file-name order (the order training sees)."""
-    folder = resources.files("tokenspec.harness") / "corpus"
+    folder = resources.files("tokenspec.harness.models") / "corpus"
     names = sorted(p.name for p in folder.iterdir() if p.name.endswith(".txt"))
     return [(name, (folder / name).read_bytes().decode("utf-8")) for name in names]
 
 
 def chat_template() -> str:
     """The shipped chat template text, exactly as stored in tokenizer_config.json."""
-    folder = resources.files("tokenspec.harness") / "templates"
+    folder = resources.files("tokenspec.harness.models") / "templates"
     return (folder / "chat_template.jinja").read_bytes().decode("utf-8")
 
 
