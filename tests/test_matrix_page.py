@@ -40,6 +40,21 @@ def test_the_matrix_page_rebuilt_from_the_committed_runs_says_the_same(tmp_path:
     assert json.loads((copy / "matrix.json").read_text()) == json.loads((MATRIX / "matrix.json").read_text())
 
 
+def _linked_failure_with_a_difference() -> tuple[str, str]:
+    """(folder, anchor) of a known or failed test the page links to whose report shows expected and actual."""
+    from tokenspec.suite.report_html import failure_anchor
+
+    page = (MATRIX / "index.html").read_text()
+    for cell in _cells():
+        report = json.loads((MATRIX / cell["folder"] / "report.json").read_text())
+        for test in report["tests"]:
+            anchor = failure_anchor(test["nodeid"])
+            if test["outcome"] in ("xfailed", "failed") and test.get("expected") and test.get("actual") \
+                    and f"{cell['folder']}/report.html#{anchor}" in page:
+                return cell["folder"], anchor
+    raise AssertionError("no linked failure of the committed matrix has an expected/actual difference")
+
+
 def test_the_matrix_page_in_chromium_leads_from_a_cell_to_its_failure(chromium_page) -> None:  # noqa: F811
     page = chromium_page.page
     chromium_page.open(MATRIX / "index.html")
@@ -49,16 +64,20 @@ def test_the_matrix_page_in_chromium_leads_from_a_cell_to_its_failure(chromium_p
         assert verdicts.nth(i).is_visible() and verdicts.nth(i).inner_text().startswith("PASS")
     grid = page.locator("#matrix")
     assert grid.is_visible() and grid.locator("td.cell.passed").count() > 100
-    link = grid.locator("td.cell.known a, td.cell.failed a").first
+    folder, anchor = _linked_failure_with_a_difference()
+    link = grid.locator(f"a[href='{folder}/report.html#{anchor}']").first
     assert link.is_visible(), "a broken requirement's cell links to its failure"
     chromium_page.screenshot("matrix-page")
-    target = link.get_attribute("title")
+    test_id = link.get_attribute("title")
     link.click()
     page.wait_for_load_state("load")
-    assert page.url.split("#")[0].endswith("/report.html") and "#" in page.url
-    anchor = page.url.split("#", 1)[1]
+    assert page.url.endswith(f"/{folder}/report.html#{anchor}")
     failure = page.locator(f"[id='{anchor}']")
-    assert failure.is_visible() and target in failure.inner_text(), "the linked failure is the cell's test"
+    assert failure.is_visible() and test_id in failure.inner_text(), "the linked failure is the cell's test"
+    if failure.evaluate("e => e.tagName") == "DETAILS" and not failure.evaluate("e => e.open"):
+        failure.locator("summary").first.click()  # known failures are folded: the reader unfolds one
+    changed = failure.locator(".diff .diff-ins, .diff .diff-del").first
+    assert changed.is_visible() and changed.inner_text().strip(), "the difference is highlighted on screen"
     assert page.locator("#verdict").is_visible() and page.locator("#area-chart").is_visible()
     chromium_page.screenshot("matrix-linked-failure", failure)
     assert chromium_page.external_requests() == [], "neither page requests anything from the network"
