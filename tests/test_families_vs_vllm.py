@@ -15,11 +15,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from conftest import FamilyModels
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
@@ -28,7 +28,6 @@ from tokenizers import Tokenizer
 from tokenspec.harness.frontend import FrontendConfig, create_app
 from tokenspec.harness.implementations import vllm
 from tokenspec.harness.loopback import running_app
-from tokenspec.harness.models import build
 from tokenspec.harness.models.families import FAMILY_PARSERS
 from tokenspec.suite.builders import TOOL
 from tokenspec.suite.strategies import rich_conversations, text
@@ -60,14 +59,10 @@ class Family:
 
 
 @pytest.fixture(scope="module", params=FAMILIES)
-def family(request: pytest.FixtureRequest, vllm_install: vllm.VllmInstall,
-           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Family]:
+def family(request: pytest.FixtureRequest, vllm_install: vllm.VllmInstall, families: FamilyModels) -> Family:
+    """The family's folder and vLLM render server, shared with tests/test_model_families.py (conftest)."""
     name = request.param
-    folder = build(tmp_path_factory.mktemp(name) / "model", name).model_dir
-    model = json.loads((folder / "tokenspec-model.json").read_text())["name"]
-    tool, reasoning = FAMILY_PARSERS[name]
-    with vllm.VllmServer(vllm_install, "render", folder, model, extra_args=vllm.parser_args(tool, reasoning)) as server:
-        yield Family(name, folder, server)
+    return Family(name, families[name].model_dir, families.render_server(name))
 
 
 def _render_view(response: httpx.Response) -> tuple:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -21,6 +20,7 @@ import jinja2
 import jinja2.ext
 import jinja2.sandbox
 import pytest
+from conftest import FamilyModels
 from tokenizers import Tokenizer
 
 from tokenspec import cli
@@ -29,28 +29,9 @@ from tokenspec.harness.implementations import vllm
 from tokenspec.harness.models import FAMILIES, FAMILY_NAMES, build, family, sources
 from tokenspec.harness.models import tiny as tinymodel
 from tokenspec.harness.models.build import FAMILY_FILES
-from tokenspec.harness.models.families import FAMILY_PARSERS
 
 VECTORS = {"qwen3": "qwen2", "llama3": "llama-bpe", "deepseek-r1": "qwen2"}
 REAL = list(FAMILIES)
-
-
-class _Builds:
-    """Each family built once per session, on first use (so ``-k llama3`` builds only llama3)."""
-
-    def __init__(self, factory: pytest.TempPathFactory) -> None:
-        self.factory = factory
-        self.done: dict[str, tinymodel.BuildResult] = {}
-
-    def __getitem__(self, name: str) -> tinymodel.BuildResult:
-        if name not in self.done:
-            self.done[name] = build(self.factory.mktemp(name) / "model", name)
-        return self.done[name]
-
-
-@pytest.fixture(scope="session")
-def builds(tmp_path_factory: pytest.TempPathFactory) -> _Builds:
-    return _Builds(tmp_path_factory)
 
 
 def _tokenizer(result: tinymodel.BuildResult) -> Tokenizer:
@@ -65,9 +46,9 @@ def _json(path: Path) -> dict:
 
 
 @pytest.mark.parametrize("name", REAL)
-def test_tokenizer_reproduces_llama_cpp_test_vectors(builds: _Builds, name: str,
+def test_tokenizer_reproduces_llama_cpp_test_vectors(families: FamilyModels, name: str,
                                                      record_property: pytest.RecordProperty) -> None:
-    tokenizer = _tokenizer(builds[name])
+    tokenizer = _tokenizer(families[name])
     vectors = sources.vocab_test_vectors(VECTORS[name])
     assert len(vectors) == 46
     # Without special tokens, exactly as llama.cpp's test tokenizes.
@@ -134,8 +115,8 @@ GENERATION = {
 
 
 @pytest.mark.parametrize("name", REAL)
-def test_special_tokens_are_at_their_public_ids(builds: _Builds, name: str) -> None:
-    result = builds[name]
+def test_special_tokens_are_at_their_public_ids(families: FamilyModels, name: str) -> None:
+    result = families[name]
     tokenizer = _tokenizer(result)
     doc = _json(result.model_dir / "tokenizer.json")
     config = _json(result.model_dir / "tokenizer_config.json")
@@ -162,18 +143,18 @@ def test_special_tokens_are_at_their_public_ids(builds: _Builds, name: str) -> N
 
 
 @pytest.mark.parametrize("name", REAL)
-def test_template_is_the_vendored_one_byte_for_byte(builds: _Builds, name: str) -> None:
-    result = builds[name]
+def test_template_is_the_vendored_one_byte_for_byte(families: FamilyModels, name: str) -> None:
+    result = families[name]
     vendored = sources.template_path(family(name).template).read_bytes()
     assert (result.model_dir / "chat_template.jinja").read_bytes() == vendored
     assert _json(result.model_dir / "tokenizer_config.json")["chat_template"] == vendored.decode("utf-8")
 
 
 @pytest.mark.parametrize("name", REAL)
-def test_every_token_the_template_writes_is_one_added_token(builds: _Builds, name: str) -> None:
+def test_every_token_the_template_writes_is_one_added_token(families: FamilyModels, name: str) -> None:
     """A marker the template spells (``<|im_start|>``, ``<｜tool▁sep｜>``, ``<think>``...) must tokenize to its one
     id, or vLLM's parsers and the suite would look for ids that never appear."""
-    text = (builds[name].model_dir / "chat_template.jinja").read_text(encoding="utf-8")
+    text = (families[name].model_dir / "chat_template.jinja").read_text(encoding="utf-8")
     markers = set(re.findall(r"<\|[a-z_]+\|>|<\uff5c[^\uff5c>]+\uff5c>|</?(?:think|tool_call|tool_response)>", text))
     assert markers
     added = {t.content for t in family(name).added_tokens}
@@ -181,8 +162,8 @@ def test_every_token_the_template_writes_is_one_added_token(builds: _Builds, nam
 
 
 @pytest.mark.parametrize("name", REAL)
-def test_marker_file_names_the_family(builds: _Builds, name: str) -> None:
-    result = builds[name]
+def test_marker_file_names_the_family(families: FamilyModels, name: str) -> None:
+    result = families[name]
     marker = _json(result.model_dir / "tokenspec-model.json")
     assert marker["name"] == f"tokenspec-{name}"
     assert marker["family"] == name
@@ -190,8 +171,8 @@ def test_marker_file_names_the_family(builds: _Builds, name: str) -> None:
 
 
 @pytest.mark.parametrize("name", REAL)
-def test_two_builds_are_byte_identical(builds: _Builds, name: str, tmp_path: Path) -> None:
-    first = builds[name]
+def test_two_builds_are_byte_identical(families: FamilyModels, name: str, tmp_path: Path) -> None:
+    first = families[name]
     again = build(tmp_path / "again", name)
     on_disk = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in first.model_dir.iterdir()}
     assert set(on_disk) == set(FAMILY_FILES)
@@ -201,11 +182,11 @@ def test_two_builds_are_byte_identical(builds: _Builds, name: str, tmp_path: Pat
 
 
 @pytest.mark.parametrize("name", REAL)
-def test_weights_have_the_architecture_parameters(builds: _Builds, name: str) -> None:
+def test_weights_have_the_architecture_parameters(families: FamilyModels, name: str) -> None:
     from safetensors.numpy import load_file
 
     spec = family(name)
-    tensors = load_file(str(builds[name].model_dir / "model.safetensors"))
+    tensors = load_file(str(families[name].model_dir / "model.safetensors"))
     assert tensors["model.embed_tokens.weight"].shape == (spec.vocab_size, tinymodel.HIDDEN_SIZE)
     names = set(tensors)
     has_norm = "model.layers.0.self_attn.q_norm.weight" in names
@@ -213,7 +194,7 @@ def test_weights_have_the_architecture_parameters(builds: _Builds, name: str) ->
     assert (has_norm, has_bias) == {"Qwen3ForCausalLM": (True, False), "Qwen2ForCausalLM": (False, True),
                                     "LlamaForCausalLM": (False, False)}[spec.architecture]
     assert "lm_head.weight" not in names  # tied embeddings
-    assert _json(builds[name].model_dir / "config.json")["tie_word_embeddings"] is True
+    assert _json(families[name].model_dir / "config.json")["tie_word_embeddings"] is True
 
 
 def test_tiny_family_is_the_tiny_model(tiny_model: tinymodel.BuildResult, tmp_path: Path) -> None:
@@ -222,7 +203,7 @@ def test_tiny_family_is_the_tiny_model(tiny_model: tinymodel.BuildResult, tmp_pa
     assert again.fingerprint == tiny_model.fingerprint
 
 
-def test_building_tiny_over_a_family_leaves_no_stale_file(builds: _Builds, tmp_path: Path) -> None:
+def test_building_tiny_over_a_family_leaves_no_stale_file(families: FamilyModels, tmp_path: Path) -> None:
     folder = tmp_path / "m"
     build(folder, "deepseek-r1")
     assert (folder / "chat_template.jinja").is_file()
@@ -297,23 +278,20 @@ def _hf_render(template: str, messages: list[dict], config: dict) -> str:
 
 @pytest.fixture(scope="module", params=REAL)
 def family_render(request: pytest.FixtureRequest, vllm_install: vllm.VllmInstall,
-                  builds: _Builds) -> Iterator[tuple[str, tinymodel.BuildResult, vllm.VllmServer]]:
+                  families: FamilyModels) -> tuple[str, str, tinymodel.BuildResult, vllm.VllmServer]:
     name = request.param
-    result = builds[name]
-    extra = vllm.parser_args(*FAMILY_PARSERS[name])
-    with vllm.VllmServer(vllm_install, "render", result.model_dir, name, extra_args=extra) as server:
-        yield name, result, server
+    return name, families.served_name(name), families[name], families.render_server(name)
 
 
 @pytest.mark.vllm
 def test_vllm_render_chat_matches_the_local_template_and_tokenizer(family_render) -> None:
-    name, result, server = family_render
+    name, served, result, server = family_render
     config = _json(result.model_dir / "tokenizer_config.json")
     text = _hf_render(config["chat_template"], CONVERSATION, config)
     local = _tokenizer(result).encode(text, add_special_tokens=False).ids
     head, tail = CHAT_EDGES[name]
     assert local[:len(head)] == head and local[-len(tail):] == tail
-    resp = httpx.post(f"{server.url}/v1/chat/completions/render", json={"model": name, "messages": CONVERSATION},
+    resp = httpx.post(f"{server.url}/v1/chat/completions/render", json={"model": served, "messages": CONVERSATION},
                       timeout=30)
     assert resp.status_code == 200, resp.text
     body = resp.json()
@@ -329,7 +307,7 @@ def test_vllm_render_chat_matches_the_local_template_and_tokenizer(family_render
 def test_vllm_render_completions_match_llama_cpp_vectors(family_render) -> None:
     """/v1/completions/render of each llama.cpp input gives llama.cpp's ids (plus the family's BOS, which the
     completions path adds as the tokenizer's post-processor says), and the local tokenizer's ids."""
-    name, result, server = family_render
+    name, served, result, server = family_render
     tokenizer = _tokenizer(result)
     bos = family(name).bos_post_processor
     prefix = [family(name).token_id(bos)] if bos else []
@@ -338,7 +316,7 @@ def test_vllm_render_completions_match_llama_cpp_vectors(family_render) -> None:
         for text, ids in sources.vocab_test_vectors(VECTORS[name]):
             if not text:
                 continue  # an empty prompt is a request error, not a tokenizer case
-            resp = client.post(f"{server.url}/v1/completions/render", json={"model": name, "prompt": text})
+            resp = client.post(f"{server.url}/v1/completions/render", json={"model": served, "prompt": text})
             assert resp.status_code == 200, resp.text
             got = resp.json()[0]["token_ids"]
             assert got == prefix + ids == tokenizer.encode(text).ids, text
