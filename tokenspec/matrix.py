@@ -143,8 +143,10 @@ def build_page(out_dir: Path) -> dict[str, Any]:
     doc = {"cells": [asdict(c) for c in cells],
            "requirements": {rid: [s[0] if s else None for s in row] for rid, row in rows.items()}}
     (out_dir / "matrix.json").write_text(json.dumps(doc, indent=2) + "\n")
-    (out_dir / "matrix.md").write_text(_markdown(cells, rows, catalogue))
-    (out_dir / "index.html").write_text(_html(cells, columns, rows, catalogue))
+    comparisons = sorted(p.parent.name for p in out_dir.glob("*/compare.md"))
+    links = "".join(f"\n- `tokenspec compare`: [{c}]({c}/compare.md)" for c in comparisons)
+    (out_dir / "matrix.md").write_text(_markdown(cells, rows, catalogue) + links + ("\n" if links else ""))
+    (out_dir / "index.html").write_text(_html(cells, columns, rows, catalogue, comparisons))
     return doc
 
 
@@ -187,7 +189,8 @@ def _verdict_class(headline: str) -> str:
     return "FAIL" if headline.startswith("FAIL") else "KNOWN" if "KNOWN" in headline else "PASS"
 
 
-def _html(cells: list[CellRun], columns: list, rows: dict[str, list], catalogue: dict) -> str:
+def _html(cells: list[CellRun], columns: list, rows: dict[str, list], catalogue: dict,
+          comparisons: Sequence[str] = ()) -> str:
     from tokenspec.suite.report_html import failure_anchor
 
     runs = "".join(
@@ -225,6 +228,8 @@ def _html(cells: list[CellRun], columns: list, rows: dict[str, list], catalogue:
 <h1>tokenspec implementation matrix</h1>
 <table id="runs"><tr><th>run</th><th>verdict</th><th>requirements</th><th>roles</th><th>expectations</th>
 <th>time</th></tr>{runs}</table>
+{"<p>Comparisons (<code>tokenspec compare</code>): " + ", ".join(
+    f"<a href='{escape(c)}/compare.md'>{escape(c)}</a>" for c in comparisons) + "</p>" if comparisons else ""}
 <h2>Requirements</h2>
 <p class="legend">{legend}. A failed or known cell links to the first test that broke that requirement in that
 run.</p>
