@@ -37,6 +37,7 @@ from tokenspec.suite.profile import Profile
 from tokenspec.suite.target import Codec, CodecUnavailable, Target, model_card
 
 PROBE_TIMEOUT = 15.0
+PROBE_RETRY_TIMEOUT = 60.0
 CHAT_RENDER = "/v1/chat/completions/render"
 COMPLETIONS_RENDER = "/v1/completions/render"
 CHAT_DERENDER = "/v1/chat/completions/derender"
@@ -83,8 +84,13 @@ def _message(body: Any) -> str:
 
 
 def _post(c: httpx.Client, base: str, route: str, body: Any) -> Answer:
+    """One probe request. A timeout is asked again once with a longer one: a busy server (a loaded CI machine,
+    a cold engine) is slow, not lacking the feature."""
     try:
-        resp = c.post(f"{base}{route}", json=body)
+        try:
+            resp = c.post(f"{base}{route}", json=body)
+        except httpx.TimeoutException:
+            resp = c.post(f"{base}{route}", json=body, timeout=PROBE_RETRY_TIMEOUT)
     except httpx.HTTPError as exc:
         return Answer(route, 0, None, f"{type(exc).__name__}: {exc}")
     try:
@@ -315,6 +321,10 @@ def _probe_generate(c: httpx.Client, caps: Capabilities, target: Target, rendere
     def optional(feature: str, answer: Answer, seen: bool) -> None:
         if answer.ok and seen:
             caps.decide(feature, "offered", "probe", answer.evidence())
+        elif answer.status == 0:
+            # No answer at all is no evidence that the feature is missing (a server without it refuses the
+            # request): its tests run and say what is wrong, a hang included.
+            caps.decide(feature, "offered", "probe", f"{answer.evidence()}; its tests will judge it")
         else:
             caps.decide(feature, "unsupported", "probe", answer.evidence())
 
