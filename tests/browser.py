@@ -4,9 +4,9 @@ The browser is Debian's ``/usr/bin/chromium`` driven by the ``playwright`` Pytho
 ``scripts/bootstrap.sh`` installs both, and nothing here downloads a browser. A missing one is a test failure
 that says how to install it, never a skip: CI has both.
 
-Use it by importing the fixtures into a test module::
-
-    from browser import chromium, chromium_page  # noqa: F401  (pytest fixtures)
+``tests/conftest.py`` registers this module as a plugin, so there is one browser per session (playwright's sync
+API allows one at a time: a second one, started by a module that imported the fixtures itself, fails with
+"using Playwright Sync API inside the asyncio loop"). Use the fixtures by name::
 
     def test_x(chromium_page):
         chromium_page.open(path_to_html)

@@ -17,6 +17,9 @@ from hypothesis import settings
 from tokenspec.harness.implementations import vllm
 from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME, BuildResult, build
 
+#: The headless Chromium fixtures (``chromium``, ``chromium_page``), registered once for the whole session.
+pytest_plugins = ["browser"]
+
 # The project's own property tests draw the same examples on every run: CI must not pass or fail by luck.
 # (The conformance suite is seeded separately, by `tokenspec run --seed`.)
 # TOKENSPEC_RANDOM_EXAMPLES=1 explores new examples instead (for hunting, not for CI).

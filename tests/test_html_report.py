@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 from broken_server import frontend_config
-from browser import chromium, chromium_page  # noqa: F401  (pytest fixtures)
 from frontend_server import running_frontend
 
 from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
@@ -79,7 +78,7 @@ def constructed_report(tmp_path: Path) -> Path:
     return out
 
 
-def test_report_html_in_chromium(chromium_page, constructed_report: Path) -> None:  # noqa: F811
+def test_report_html_in_chromium(chromium_page, constructed_report: Path) -> None:
     page = chromium_page.page
     chromium_page.open(constructed_report / "report.html")
 
@@ -253,7 +252,7 @@ def test_plugin_records_failure_evidence_across_workers(plugin_report: tuple[Pat
     assert _Capture.bodies == [(report_dir / differs["request_file"]).read_bytes()]
 
 
-def test_plugin_report_html_in_chromium(chromium_page, plugin_report: tuple[Path, dict]) -> None:  # noqa: F811
+def test_plugin_report_html_in_chromium(chromium_page, plugin_report: tuple[Path, dict]) -> None:
     report_dir, report = plugin_report
     tests = by_name(report)
     chromium_page.open(report_dir / "report.html")

@@ -11,8 +11,6 @@ import json
 import shutil
 from pathlib import Path
 
-from browser import chromium, chromium_page  # noqa: F401  (pytest fixtures)
-
 from tokenspec.cli import main
 
 MATRIX = Path(__file__).resolve().parent.parent / "reports" / "matrix"
@@ -55,7 +53,7 @@ def _linked_failure_with_a_difference() -> tuple[str, str]:
     raise AssertionError("no linked failure of the committed matrix has an expected/actual difference")
 
 
-def test_the_matrix_page_in_chromium_leads_from_a_cell_to_its_failure(chromium_page) -> None:  # noqa: F811
+def test_the_matrix_page_in_chromium_leads_from_a_cell_to_its_failure(chromium_page) -> None:
     page = chromium_page.page
     chromium_page.open(MATRIX / "index.html")
     verdicts = page.locator("#runs td.verdict")
