@@ -116,10 +116,9 @@ def requirement_states(report: dict[str, Any]) -> dict[str, tuple[str, str | Non
     for test in report["tests"]:
         state = _STATE_OF_OUTCOME[test["outcome"]]
         for rid in test["requirement_ids"]:
-            if state == "failed" and test.get("failed_requirements") and rid not in test["failed_requirements"]:
+            broken = test.get("failed_requirements")
+            if state in ("failed", "known") and broken and rid not in broken:
                 continue  # a test fails for the requirement whose check broke, not for every one it cites
-            if state == "known" and test.get("failed_requirements") and rid not in test["failed_requirements"]:
-                continue
             old = states.get(rid)
             if old is None or STATES.index(state) > STATES.index(old[0]):
                 states[rid] = (state, test["nodeid"] if state != "passed" else None)

