@@ -19,12 +19,16 @@ The meaning of each outcome is written down in ``suite/CONTRACT.md``.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import pytest
 
 from tokenspec.suite.results import NOT_TESTED_PREFIX, UNSUPPORTED_PREFIX
+
+if TYPE_CHECKING:
+    from tokenspec.specs.catalogue import Requirement
 
 Status = Literal["offered", "unsupported", "not-tested"]
 Source = Literal["probe", "profile", "options"]
@@ -54,6 +58,14 @@ ANY_OF: dict[str, tuple[str, ...]] = {
     "streaming-derender": ("chat-stream-derender", "completions-stream-derender"),
 }
 _COUPLED_PATHS = ("/v1/chat/completions", "/v1/completions")
+#: Requirement areas that each describe one endpoint's own behaviour (their anchor names the route).
+_ENDPOINT_AREAS = frozenset({"RENDER", "DERENDER", "GENERATE", "UTIL"})
+_STEP_SIBLINGS = {
+    "chat-render": ("chat-render", "completions-render"),
+    "completions-render": ("completions-render", "chat-render"),
+    "chat-derender": ("chat-derender", "completions-derender"),
+    "completions-derender": ("completions-derender", "chat-derender"),
+}
 
 
 @dataclass(frozen=True)
@@ -145,6 +157,26 @@ class Capabilities:
             fields=set(data["fields"]) if data.get("fields") is not None else None,
             limits=dict(data.get("limits") or {}),
         )
+
+
+def anchored_roles(requirements: Iterable[Requirement]) -> list[str]:
+    """The roles whose routes the requirements of one endpoint's own areas are anchored at (``/paths/<route>/...``),
+    in citation order. Cross-cutting areas (ERROR, SCHEMA, ...) anchor at one example route and are left out, as
+    are the coupled ``/v1/*`` routes, which the target and the reference both host."""
+    roles: list[str] = []
+    for requirement in requirements:
+        parts = requirement.pointer.split("/")
+        if requirement.area not in _ENDPOINT_AREAS or len(parts) < 3 or parts[1] != "paths":
+            continue
+        route = parts[2].replace("~1", "/").replace("~0", "~")
+        role = next((r for r, (_, path) in ROLE_ROUTES.items() if path == route and "stream" not in r), None)
+        if role is None or route in _COUPLED_PATHS:
+            continue
+        # A chat requirement is often also checked on the completions route of the same step (and back).
+        for sibling in _STEP_SIBLINGS.get(role, (role,)):
+            if sibling not in roles:
+                roles.append(sibling)
+    return roles
 
 
 def role_of(base: str, method: str, path: str, body: Any) -> str | None:

@@ -34,6 +34,7 @@ from pathlib import Path
 import pytest
 
 from tokenspec.progress import Counter
+from tokenspec.suite.gating import anchored_roles
 from tokenspec.suite.results import LEVELS, MAX_OPERAND, NOT_TESTED_PREFIX, UNSUPPORTED_PREFIX, TestResult, safe_name
 
 SUITE_DIR = Path(__file__).resolve().parent
@@ -164,6 +165,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         features = sorted({catalogue[i].feature for i in ids if catalogue[i].feature})
         item.user_properties += [("requirement_ids", ",".join(ids)), ("level", level)]
         item.stash[_FEATURES] = features
+        item.stash[_ROLES] = anchored_roles(catalogue[i] for i in ids)
         if LEVELS.index(level) > threshold:
             drop.append(item)
             continue
@@ -181,12 +183,23 @@ _FEATURES = pytest.StashKey[list[str]]()
 _EXPECTATION = pytest.StashKey[object]()
 
 
-@pytest.fixture(autouse=True)
-def _tokenspec_features(request: pytest.FixtureRequest) -> None:
-    """The requirement-feature gate: a test whose requirements need a feature the run does not offer."""
-    features = request.node.stash.get(_FEATURES, [])
-    if features:
-        request.getfixturevalue("capabilities").require(*features)
+_ROLES = pytest.StashKey[list[str]]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """The requirement gate, before any fixture is set up (a session fixture that needs a fact of an unhosted
+    route must never turn a not-tested test into an error): a test whose requirements need a feature the run does
+    not offer, or whose requirements all live on routes no URL of the run hosts, is not run."""
+    features, roles = item.stash.get(_FEATURES, []), item.stash.get(_ROLES, [])
+    if not (features or roles):
+        return
+    from tokenspec.suite.fixtures import run_capabilities
+
+    caps = run_capabilities(item.config)
+    if roles and not any(caps.has(role) for role in roles):
+        caps.require(roles[0])
+    caps.require(*features)
 
 
 def pytest_assertion_pass(item: pytest.Item, lineno: int, orig: str, expl: str) -> None:

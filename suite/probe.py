@@ -184,6 +184,7 @@ def _probe_roles(c: httpx.Client, caps: Capabilities, target: Target, codec: Cod
         else:
             # The route is hosted (its non-stream form answered); a refused stream body is an absent option.
             caps.decide(feature, "unsupported", "probe", f"stream:true refused: {answer.evidence()}")
+    _probe_derender_logprobs(c, caps, target, plain, ids)
     tools = _post(c, url, CHAT_RENDER, {"model": model, "messages": user, "tools": [PROBE_TOOL]})
     if not caps.has("chat-render"):
         caps.decide("tools", "not-tested", "probe", "no chat render to probe tools with")
@@ -200,6 +201,29 @@ def _probe_roles(c: httpx.Client, caps: Capabilities, target: Target, codec: Cod
     else:
         caps.decide("coupled", "not-tested", "options", "no --reference")
     return rendered
+
+
+def _probe_derender_logprobs(c: httpx.Client, caps: Capabilities, target: Target, request: dict,
+                             ids: list[int]) -> None:
+    """Whether derender turns tokens-mode logprobs into OpenAI logprobs, asked of derender itself: the suite
+    writes the generate response, so no engine is needed. An answer that drops the logprobs is a broken
+    conversion (its tests fail), never an absent feature; only a 501 or a profile makes it unsupported."""
+    if not caps.has("chat-derender"):
+        why = caps.decisions["chat-derender"].evidence
+        caps.decide("derender-logprobs", "not-tested", "probe", f"no chat derender: {why}")
+        return
+    top = [{"token_id": ids[0], "logprob": -0.5, "rank": 1}]
+    entries = [{"token_id": t, "logprob": -0.5, "rank": 1, "top_logprobs": top} for t in ids]
+    response = {"request_id": "probe", "choices": [{"index": 0, "token_ids": ids, "finish_reason": "stop",
+                                                    "logprobs": {"content": entries}}]}
+    body = {"model": target.model, "generate_response": response, "prompt_tokens": 1,
+            "chat_request": {**request, "logprobs": True, "top_logprobs": 1}}
+    answer = _post(c, target.url, CHAT_DERENDER, body)
+    if answer.status == 501:
+        caps.decide("derender-logprobs", "unsupported", "probe", answer.evidence())
+    else:
+        caps.decide("derender-logprobs", "offered", "probe", f"{answer.evidence()} to a generate response with"
+                    " tokens-mode logprobs (its tests judge the conversion)")
 
 
 def _derender_message(c: httpx.Client, target: Target, ids: list[int], request: dict) -> tuple[Answer, dict]:
