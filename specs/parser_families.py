@@ -20,6 +20,7 @@ import yaml
 from tokenspec.specs.catalogue import SPEC_DIR
 
 __all__ = [
+    "ARGUMENTS_IN_SHAPES",
     "REASONING_FAMILIES",
     "TOOL_FAMILIES",
     "Split",
@@ -33,6 +34,8 @@ __all__ = [
 REASONING_FAMILIES: tuple[str, ...] = ("qwen3", "deepseek_r1")
 TOOL_FAMILIES: tuple[str, ...] = ("hermes", "llama3_json")
 VARIANTS = ("thinking", "thinking-off")
+#: The arguments object every single-call shape of the table carries, verbatim (tests substitute their own).
+ARGUMENTS_IN_SHAPES = '{"city": "Paris"}'
 
 
 @functools.cache

@@ -45,6 +45,21 @@ def conversations(draw: st.DrawFn, with_tools: bool | None = None) -> dict[str, 
     return body
 
 
+_KEY_OR_STRING = text.map(lambda t: t.replace("<", "")).filter(bool)  # "<" could close the markup around it
+_JSON_SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**53), 2**53), st.sampled_from([0, -1, 0.5, -0.0, 1e-7, 1.5e300]),
+    st.floats(allow_nan=False, allow_infinity=False, width=64), _KEY_OR_STRING,
+    st.sampled_from(['say "hi"', "back\\slash", "tab\tand\nnewline", "{not json}", "", "true", "3"]),
+)
+#: A tool call's arguments object with values of every JSON type, nested (what DERENDER-027 compares).
+json_arguments = st.dictionaries(
+    _KEY_OR_STRING,
+    st.recursive(_JSON_SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEY_OR_STRING, inner,
+                                                                                             max_size=3),
+                 max_leaves=8),
+    min_size=1, max_size=4,
+)
+
 _ARGUMENTS = st.one_of(
     st.fixed_dictionaries({"city": text}).map(lambda a: json.dumps(a, ensure_ascii=False)),
     st.sampled_from(['{"city": "Paris"', "[1, 2]", "", "null", '"Oslo"']),  # malformed or not an object

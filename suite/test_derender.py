@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import bisect
+import json
+
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from tokenspec.specs.parser_families import VARIANTS, shapes
+from tokenspec.specs.parser_families import ARGUMENTS_IN_SHAPES, VARIANTS, shapes
 from tokenspec.suite import strategies
 from tokenspec.suite.builders import (
     TOOL,
@@ -229,6 +232,33 @@ def test_parsed_tool_calls_carry_unique_ids(api, target, codec, capabilities) ->
         assert_tool_call_ids(message)
 
 
+@pytest.mark.req("DERENDER-027")
+@given(arguments=strategies.json_arguments, ascii_escapes=st.booleans())
+def test_tool_call_arguments_keep_every_json_type(api, target, codec, capabilities, arguments, ascii_escapes) -> None:
+    """The markup of a shape the configured tool parser turns into one call, carrying arguments of every JSON type;
+    the oracle is the markup's own JSON (compared with types: 1, 1.0, true and "1" are four different answers)."""
+    cases = [(s, v) for s, v in tool_call_shapes(capabilities) if shapes()[s].count(ARGUMENTS_IN_SHAPES) == 1]
+    if not cases:
+        not_tested("specs/parsers.yaml specifies no single tool call for the target's parser configuration")
+    shape, variant = cases[0]
+    written = json.dumps(arguments, ensure_ascii=ascii_escapes)
+    text = shapes()[shape].replace(ARGUMENTS_IN_SHAPES, written)
+    ids = codec.encode(text)
+    assume(codec.decode(ids) == text)  # the tokenizer round-trips the markup (else it is not this markup)
+    message = derender_choice(api, target.model, capabilities, ids, variant)["message"]
+    calls = message.get("tool_calls") or []
+    assert len(calls) == 1, f"[DERENDER-027] {shape!r} ({variant}) with arguments {written} gave {len(calls)} calls"
+    raw = calls[0]["function"].get("arguments")
+    assert isinstance(raw, str), f"[DERENDER-027] arguments must be a JSON string, got {raw!r}"
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        parsed = {"<not JSON>": raw}
+    want = json.dumps(arguments, sort_keys=True, ensure_ascii=False)
+    got = json.dumps(parsed, sort_keys=True, ensure_ascii=False)
+    assert got == want, f"[DERENDER-027] the markup's arguments {written} came back as {raw}"
+
+
 @pytest.mark.req("DERENDER-022")
 @pytest.mark.parametrize("path", [CHAT, COMPLETIONS])
 @pytest.mark.parametrize("keep", [False, True], ids=["cut", "include_stop_str"])
@@ -246,6 +276,47 @@ def test_text_ends_at_the_stop_string(api, target, codec, path, keep) -> None:
         body["completion_request"].update(stop=["th"], include_stop_str_in_output=keep)
         text = api.post_ok(COMPLETIONS, body)["choices"][0]["text"]
     assert text == ("hello th" if keep else "hello ")
+
+
+@pytest.mark.req("DERENDER-022")
+@pytest.mark.parametrize("path", [CHAT, COMPLETIONS])
+@given(data=st.data())
+def test_stop_string_cut_anywhere(api, target, codec, path, data) -> None:
+    """A stop string drawn from the text itself (at its start, middle or end, across token boundaries and inside
+    multi-byte characters' tokens); the generate response ends at the token whose whole characters completed its
+    first occurrence, as an engine's incremental detokenizer sees it, and the oracle is the tokenizer's decode of
+    those ids cut there."""
+    text = data.draw(strategies.text.filter(lambda t: len(t) >= 2), label="text")
+    start = data.draw(st.integers(0, len(text) - 1), label="start")
+    stop = text[start:data.draw(st.integers(start + 1, min(len(text), start + 6)), label="end")]
+    keep = data.draw(st.booleans(), label="include_stop_str_in_output")
+    ids = codec.encode(text)
+    assume(codec.decode(ids) == text)
+
+    def emitted(k: int) -> str:
+        """The text an incremental detokenizer has let out after k ids: it holds back every id whose decode still
+        ends inside a character, so a stop string is seen only once its characters are whole."""
+        text = codec.decode(ids[:k]) if k else ""
+        while text.endswith("\ufffd"):
+            k -= 1
+            text = codec.decode(ids[:k]) if k else ""
+        return text
+
+    cut = bisect.bisect_left(range(len(ids) + 1), True, key=lambda k: stop in emitted(k))
+    decoded = emitted(cut)
+    end = decoded.index(stop) + (len(stop) if keep else 0)
+    ch = choice(ids[:cut], stop_reason=stop)
+    if path == CHAT:
+        request = chat_request(target.model, stop=[stop], include_stop_str_in_output=keep,
+                               chat_template_kwargs={"enable_thinking": False})
+        out = api.post_ok(CHAT, chat_derender(target.model, generate_response(ch), chat_request=request))
+        got = visible_text(out["choices"][0]["message"])
+    else:
+        body = completions_derender(target.model, [generate_response(ch)])
+        body["completion_request"].update(stop=[stop], include_stop_str_in_output=keep)
+        got = api.post_ok(COMPLETIONS, body)["choices"][0]["text"]
+    assert got == decoded[:end], (
+        f"[DERENDER-022] stop string {stop!r} (include_stop_str_in_output={keep}) in {decoded!r}")
 
 
 @pytest.mark.req("DERENDER-023")

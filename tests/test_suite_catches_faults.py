@@ -80,6 +80,24 @@ CASES = [
          ("test_errors.py::test_oversized_body_rejected[chat-render]",),
          (r"a 64 MiB body answered 500",)),
 ]
+#: Run URL-only, as a render/derender host without a GPU is judged (no --tokenizer, no --engine): each of these
+#: behaviours lives in derender, so the suite must judge it from derender's own answers to generate responses it
+#: writes itself.
+URL_ONLY_CASES = [
+    Case("derender-keeps-stop-string", "test_text_ends_at_the_stop_string or test_stop_string_cut_anywhere",
+         ("test_derender.py::test_text_ends_at_the_stop_string[cut-/v1/chat/completions/derender]",
+          "test_derender.py::test_text_ends_at_the_stop_string[cut-/v1/completions/derender]",
+          "test_derender.py::test_stop_string_cut_anywhere[/v1/chat/completions/derender]",
+          "test_derender.py::test_stop_string_cut_anywhere[/v1/completions/derender]"),
+         (r"hello th|\[DERENDER-022\] stop string",)),
+    Case("derender-stringifies-arguments", "test_tool_call_arguments_keep_every_json_type",
+         ("test_derender.py::test_tool_call_arguments_keep_every_json_type",),
+         (r"\[DERENDER-027\] the markup's arguments .* came back as",)),
+    Case("derender-drops-logprobs", "test_tokens_logprobs_become_chat_logprobs or test_top_logprobs_count",
+         ("test_derender.py::test_tokens_logprobs_become_chat_logprobs",
+          "test_derender.py::test_top_logprobs_count_is_what_was_asked[1]"),
+         (r"logprobs",)),
+]
 VLLM_CASES = [
     # On the tiny model the reference's free greedy output is all reasoning or whitespace, so same-token parity
     # forces readable content with structured outputs in part of its examples; without that it was blind here.
@@ -88,7 +106,7 @@ VLLM_CASES = [
          (r'choices\[0\]\.content: ".*" != ".*"',)),
 ]
 CONTROL = "control"
-assert {c.fault for c in CASES + VLLM_CASES} <= set(DEFECTS), "every case plants a catalogue defect"
+assert {c.fault for c in CASES + URL_ONLY_CASES + VLLM_CASES} <= set(DEFECTS), "every case plants a catalogue defect"
 
 
 @dataclass
@@ -102,9 +120,11 @@ class SuiteRun:
     """One ``tokenspec run`` exactly as a user types it, in its own interpreter, started now and awaited later
     (the runs of a module go in parallel: each costs seconds of imports and hypothesis shrinking)."""
 
-    def __init__(self, url: str, model_dir: Path, report: Path, selection: str, extra: tuple[str, ...]) -> None:
+    def __init__(self, url: str, model_dir: Path | None, report: Path, selection: str, extra: tuple[str, ...]
+                 ) -> None:
         self.report = report
-        self.cmd = [sys.executable, "-m", "tokenspec", "run", "--target", url, "--tokenizer", str(model_dir),
+        folder = ["--tokenizer", str(model_dir)] if model_dir is not None else []
+        self.cmd = [sys.executable, "-m", "tokenspec", "run", "--target", url, *folder,
                     "--report", str(report), "-n", "0", "--max-examples", "10", "--seed", "1", "-k", selection,
                     *extra]
         self.log = report.with_suffix(".log")
@@ -134,7 +154,7 @@ def _selected(request: pytest.FixtureRequest, test_name: str, param: str) -> lis
     return names
 
 
-def _run_all(wanted: list[str], cases: list[Case], config: FrontendConfig, model_dir: Path, reports: Path,
+def _run_all(wanted: list[str], cases: list[Case], config: FrontendConfig, model_dir: Path | None, reports: Path,
              extra: tuple[str, ...] = ()) -> dict[str, Run]:
     by_name = {c.fault: c for c in cases}
     with ExitStack() as servers:
@@ -192,6 +212,25 @@ def test_control_without_a_fault_passes(runs: dict[str, Run], none: None) -> Non
 @pytest.mark.parametrize("case", CASES, ids=[c.fault for c in CASES])
 def test_suite_catches_the_fault(runs: dict[str, Run], case: Case) -> None:
     assert_caught(runs[case.fault], case)
+
+
+# -- URL-only: no model folder, no engine -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def url_only_runs(request: pytest.FixtureRequest, tiny_model: BuildResult, tmp_path_factory) -> dict[str, Run]:
+    wanted = _selected(request, "test_url_only_run_catches_the_fault", "fault")
+    config = frontend_config(tiny_model.model_dir, DEFAULT_MODEL_NAME)
+    return _run_all(wanted, URL_ONLY_CASES, config, None, tmp_path_factory.mktemp("url-only-runs"))
+
+
+@pytest.mark.parametrize("fault", [None, *(c.fault for c in URL_ONLY_CASES)],
+                         ids=[CONTROL, *(c.fault for c in URL_ONLY_CASES)])
+def test_url_only_run_catches_the_fault(url_only_runs: dict[str, Run], fault: str | None) -> None:
+    if fault is None:
+        assert_clean(url_only_runs[CONTROL], URL_ONLY_CASES)
+    else:
+        assert_caught(url_only_runs[fault], next(c for c in URL_ONLY_CASES if c.fault == fault))
 
 
 # -- parity: the real vLLM engine is the reference (and the engine) ----------------------------------------

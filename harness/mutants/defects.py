@@ -404,6 +404,25 @@ def _arguments_as_object(message: dict[str, Any]) -> None:
             pass
 
 
+def _stringify_argument_values(message: dict[str, Any]) -> None:
+    for call in _tool_calls(message):
+        function = call.get("function") or {}
+        try:
+            arguments = json.loads(function.get("arguments") or "")
+        except (TypeError, ValueError):
+            continue
+        if isinstance(arguments, dict):
+            function["arguments"] = json.dumps({k: v if isinstance(v, str) else str(v) for k, v in arguments.items()})
+
+
+def _keep_stop_strings(request: dict[str, Any]) -> None:
+    responses = [request.get("generate_response"), *(request.get("generate_responses") or [])]
+    if any(isinstance(c.get("stop_reason"), str) for r in responses for c in choices(r)):
+        for key in ("chat_request", "completion_request"):
+            if isinstance(request.get(key), dict):
+                request[key]["include_stop_str_in_output"] = True
+
+
 def _empty_tool_call_ids(message: dict[str, Any]) -> None:
     for call in _tool_calls(message):
         call["id"] = ""
@@ -676,6 +695,13 @@ CATALOGUE: tuple[Defect, ...] = (
     Defect("derender-tool-finish-as-stop", "derender", ("DERENDER-006",),
            "finish_reason stays stop when tool calls were parsed",
            on_response=edit_answer((CHAT_DERENDER,), _tool_calls_finish_as_stop, stream=False)),
+    Defect("derender-stringifies-arguments", "derender", ("DERENDER-027",),
+           "a parser that reads the markup with a regex and writes every argument value back as a string"
+           " ({\"n\": 3, \"ok\": true} becomes {\"n\": \"3\", \"ok\": \"True\"})",
+           on_response=edit_answer((CHAT_DERENDER,), _all_messages_edit(_stringify_argument_values), stream=False)),
+    Defect("derender-keeps-stop-string", "derender", ("DERENDER-022",),
+           "the stop string the engine matched stays in the text (vLLM 0.32's derender shipped this)",
+           on_request=edit_request(DERENDERS, _keep_stop_strings)),
     Defect("derender-empty-tool-call-id", "derender", ("DERENDER-026",),
            "tool calls get an empty id, so the client cannot answer them",
            on_response=edit_answer((CHAT_DERENDER,), _all_messages_edit(_empty_tool_call_ids), stream=False)),
