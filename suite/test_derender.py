@@ -185,10 +185,17 @@ def test_tokens_logprobs_become_chat_logprobs(api, target, codec) -> None:
         for t in ids
     ]
     body = chat_derender(target.model, generate_response(choice(ids, logprobs={"content": entries})))
-    content = api.post_ok(CHAT, body)["choices"][0]["logprobs"]["content"]
+    content = _logprobs_content(api.post_ok(CHAT, body), "DERENDER-018")
     assert len(content) == len(ids)
     assert all(e["logprob"] == -0.5 and isinstance(e["token"], str) for e in content)
     assert "".join(e["token"] for e in content) == "Hello 😀", "decoded token strings must spell the text"
+
+
+def _logprobs_content(answer: dict, requirement: str) -> list:
+    logprobs = answer["choices"][0].get("logprobs")
+    assert isinstance(logprobs, dict) and isinstance(logprobs.get("content"), list), (
+        f"[{requirement}] the generate response carried tokens-mode logprobs; the answer's logprobs are {logprobs!r}")
+    return logprobs["content"]
 
 
 @pytest.mark.req("DERENDER-019")
@@ -329,7 +336,7 @@ def test_top_logprobs_count_is_what_was_asked(api, target, codec, wanted) -> Non
                            chat_template_kwargs={"enable_thinking": False})
     body = chat_derender(target.model, generate_response(choice(ids, logprobs={"content": entries})),
                          chat_request=request)
-    content = api.post_ok(CHAT, body)["choices"][0]["logprobs"]["content"]
+    content = _logprobs_content(api.post_ok(CHAT, body), "DERENDER-023")
     assert [len(e["top_logprobs"]) for e in content] == [wanted] * len(ids)
 
 
