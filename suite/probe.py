@@ -32,7 +32,7 @@ from tokenspec.specs.parser_families import (
     family_probe,
     shapes,
 )
-from tokenspec.suite.gating import Capabilities
+from tokenspec.suite.gating import ENABLE, Capabilities
 from tokenspec.suite.profile import Profile
 from tokenspec.suite.target import Codec, CodecUnavailable, Target, model_card
 
@@ -339,7 +339,7 @@ def _probe_generate(c: httpx.Client, caps: Capabilities, target: Target, rendere
     _role(caps, "generate", first)
     if not caps.has("generate"):
         for feature in ("logprobs", "prompt-logprobs", "text-output-mode", "multi-choice", "stop-strings"):
-            caps.decide(feature, "not-tested", "probe", "no generate endpoint to probe it with")
+            caps.decide(feature, "not-tested", "probe", f"no generate endpoint to probe it with; {ENABLE['generate']}")
         return
 
     def optional(feature: str, answer: Answer, seen: bool) -> None:

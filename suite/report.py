@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tokenspec import __version__
+from tokenspec.suite.coverage import counts_by_level, unjudged
 from tokenspec.suite.results import CONTRACT_VERSION, LEVELS, TestResult, exit_code, is_failure, summarise
 
 
@@ -52,6 +53,7 @@ def report_dict(info: RunInfo, results: list[TestResult], collection_errors: lis
         "started_at": info.started_at,
         "duration_s": info.duration_s,
         "summary": summarise(results).to_dict(),
+        "unjudged": [u.to_dict() for u in unjudged(results)],
         "tests": [r.to_dict() for r in sorted(results, key=lambda r: r.nodeid)],
     }
 
@@ -86,8 +88,11 @@ def headline(results: list[TestResult]) -> str:
     verdict = "FAIL" if exit_code(results) else "PASS WITH KNOWN FAILURES" if known_any else "PASS"
     failed = ", ".join(f"{summary.by_level[lvl]['failed']} {lvl}" for lvl in LEVELS)
     known = ", ".join(f"{summary.by_level[lvl]['known']} {lvl}" for lvl in LEVELS)
+    never = counts_by_level(unjudged(results))
+    blind = ", ".join(f"{never[lvl]} {lvl}" for lvl in LEVELS)
     return (f"{verdict}: {summary.counts['passed']} passed; unexpected failures {failed}; known failures {known};"
-            f" {summary.counts['unsupported']} unsupported; {summary.counts['not_tested']} not tested")
+            f" {summary.counts['unsupported']} unsupported; {summary.counts['not_tested']} not tested;"
+            f" requirements never judged {blind}")
 
 
 def top_failing(results: list[TestResult], limit: int = 5) -> list[str]:
@@ -186,7 +191,21 @@ def summary_markdown(info: RunInfo, results: list[TestResult], capabilities: dic
             f" {counts.get('unsupported', 0)} | {counts.get('not_tested', 0)} | {_cell(req.statement)} |"
         )
     lines += ["", f"Requirements without a test in this run ({len(untested)}): {', '.join(untested) or 'none'}", ""]
+    lines += unjudged_lines(results)
     return "\n".join(lines)
+
+
+def unjudged_lines(results: list[TestResult]) -> list[str]:
+    """The blind spots: per level, each requirement no test of this run judged, why, and what would judge it."""
+    items = unjudged(results)
+    if not items:
+        return ["## Requirements never judged in this run", "", "None: every requirement was judged.", ""]
+    lines = ["## Requirements never judged in this run", "",
+             "Not one test of these ran its checks; a pass says nothing about them.", "",
+             "| requirement | level | state | why | what would judge it |", "|---|---|---|---|---|"]
+    lines += [f"| {u.id} | {u.level} | {u.state.replace('_', ' ')} | {_cell('; '.join(u.reasons))[:300]} |"
+              f" {_cell('; '.join(u.enable)) or '-'} |" for u in items]
+    return [*lines, ""]
 
 
 def _not_tested_lines(results: list[TestResult], capabilities: dict | None) -> list[str]:

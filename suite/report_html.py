@@ -58,6 +58,7 @@ def render_html(report: dict[str, Any], out_dir: Path | None = None) -> str:
         _run_info(report),
         _area_chart(tests),
         _requirement_table(tests, catalogue),
+        _unjudged(report),
         _failures(report, tests, catalogue, out_dir),
         "</main></body></html>\n",
     ]
@@ -160,6 +161,24 @@ def _verdict(report: dict[str, Any], tests: list[dict[str, Any]]) -> str:
            + "".join(f"<li class=\"mono\">{_e(b[:500])}</li>" for b in broken) + "</ul>\n" if broken else "")
         + "</section>"
     )
+
+
+def _unjudged(report: dict[str, Any]) -> str:
+    """The run's blind spots: each requirement not one test judged, with why and the flag that would judge it."""
+    items = report.get("unjudged") or []
+    if not items:
+        return ('<section id="unjudged"><h2>Requirements never judged</h2>'
+                "<p>None: every requirement was judged.</p></section>")
+    rows = "".join(
+        f'<tr class="st-unjudged"><td class="mono">{_e(u["id"])}</td><td>{_e(u["level"])}</td>'
+        f'<td>{_e(str(u["state"]).replace("_", " "))}</td><td>{_e("; ".join(u.get("reasons") or []))}</td>'
+        f'<td>{_e("; ".join(u.get("enable") or []) or "-")}</td><td>{_e(u.get("statement", ""))}</td></tr>'
+        for u in items)
+    per_level = ", ".join(f"{sum(1 for u in items if u['level'] == lvl)} {lvl}" for lvl in LEVELS)
+    return (f'<section id="unjudged"><h2>Requirements never judged ({per_level})</h2>'
+            "<p>Not one test of these ran its checks in this run: a pass says nothing about them.</p>"
+            "<table><tr><th>requirement</th><th>level</th><th>state</th><th>why</th><th>what would judge it</th>"
+            f"<th>statement</th></tr>{rows}</table></section>")
 
 
 def _run_info(report: dict[str, Any]) -> str:

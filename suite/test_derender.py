@@ -33,7 +33,7 @@ CHAT = "/v1/chat/completions/derender"
 COMPLETIONS = "/v1/completions/derender"
 
 
-@pytest.mark.req("DERENDER-002", "SCHEMA-006")
+@pytest.mark.req("DERENDER-002", "SCHEMA-006", "SCHEMA-002", "SCHEMA-003")
 def test_chat_derender_answers_a_chat_completion(api, target, codec) -> None:
     ids = codec.encode("Hello there")
     out = api.post_ok(CHAT, chat_derender(target.model, generate_response(choice(ids), request_id="abc-123")))

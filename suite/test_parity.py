@@ -77,6 +77,17 @@ LETTERS = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQR
                   max_size=30).filter(str.strip)
 
 
+@pytest.mark.req("PARITY-005")
+@given(body=strategies.conversations())
+def test_render_equals_the_reference_prompt(api, reference, target, capabilities, body) -> None:
+    """Render on its own against the coupled reference's prompt ids: a render-only host (no derender, no engine)
+    has its prompt judged too."""
+    request = _request(target.model, body, capabilities, max_tokens=1, temperature=0, return_token_ids=True)
+    coupled = reference.post_ok(COUPLED_CHAT, request)
+    rendered = api.post_ok(CHAT_RENDER, request)
+    assert rendered["token_ids"] == coupled["prompt_token_ids"], "[PARITY-005] render and the reference prompt differ"
+
+
 @pytest.mark.req("PARITY-001", "PARITY-002", "PARITY-005")
 @given(body=strategies.conversations(), max_tokens=st.integers(1, 24), forced=st.one_of(st.none(), LETTERS))
 def test_same_token_parity(api, reference, target, capabilities, codec, body, max_tokens, forced) -> None:
@@ -89,7 +100,7 @@ def test_same_token_parity(api, reference, target, capabilities, codec, body, ma
     request = _request(target.model, body, capabilities, **fields)
     coupled = reference.post_ok(COUPLED_CHAT, request)
     rendered = api.post_ok(CHAT_RENDER, request)
-    assert rendered["token_ids"] == coupled["prompt_token_ids"], "render and the reference prompt differ"
+    assert rendered["token_ids"] == coupled["prompt_token_ids"], "[PARITY-005] render and the reference prompt differ"
     ours = derender_coupled_ids(api, target.model, request, coupled)
     _assert_no_diffs(compare_chat(coupled, ours, ignore_texts=_specials(codec, request)),
                      "derender of the reference's token IDs")

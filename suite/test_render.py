@@ -17,7 +17,7 @@ CHAT = "/v1/chat/completions/render"
 COMPLETIONS = "/v1/completions/render"
 
 
-@pytest.mark.req("RENDER-001", "SCHEMA-004")
+@pytest.mark.req("RENDER-001", "SCHEMA-004", "SCHEMA-002", "SCHEMA-003")
 def test_chat_render_is_a_valid_generate_request(api, target) -> None:
     out = api.post_ok(CHAT, chat_request(target.model))
     assert out["token_ids"] and all(isinstance(t, int) and t >= 0 for t in out["token_ids"])

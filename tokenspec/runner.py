@@ -101,6 +101,8 @@ def replay_command(args: argparse.Namespace, seed: int) -> str:
         parts += ["--timeout", str(args.timeout)]
     if args.no_shrink:
         parts.append("--no-shrink")
+    if getattr(args, "require_judged", None):
+        parts += ["--require-judged", args.require_judged]
     if args.keyword:
         parts += ["-k", args.keyword]
     return shlex.join(parts)
@@ -152,10 +154,23 @@ def run_from_args(args: argparse.Namespace) -> int:
     print(f"tokenspec: {data['headline']}; seed {data.get('seed')}")
     print(f"tokenspec: report in {report_dir}/ (open {report_dir}/report.html in a browser or summary.md;"
           " report.json and junit.xml beside them)")
+    from tokenspec.suite.coverage import blind, unjudged
     from tokenspec.suite.report import top_failing
-    from tokenspec.suite.results import TestResult, exit_code
+    from tokenspec.suite.results import LEVELS, TestResult, exit_code
 
     tests = [TestResult(**t) for t in data["tests"]]
     if worst := top_failing(tests):
         print("tokenspec: top failing requirements:\n" + "\n".join(f"  {line}" for line in worst))
-    return exit_code(tests)
+    if never := unjudged(tests):
+        print("tokenspec: requirements never judged (summary.md lists why and the flag that would judge each):")
+        for level in LEVELS:
+            ids = [u.id for u in never if u.level == level]
+            if ids:
+                print(f"  {level} {len(ids)}: {', '.join(ids[:12])}{' ...' if len(ids) > 12 else ''}")
+    code = exit_code(tests)
+    if getattr(args, "require_judged", None) and (gaps := blind(tests, args.require_judged)):
+        print(f"tokenspec: FAIL (--require-judged {args.require_judged}): {len(gaps)} requirement(s) cited by this"
+              f" run's tests were never judged: {', '.join(u.id for u in gaps[:12])}"
+              f"{' ...' if len(gaps) > 12 else ''}")
+        code = 1
+    return code
