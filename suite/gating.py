@@ -47,6 +47,9 @@ ROLE_ROUTES: dict[str, tuple[str, str]] = {
     "coupled": ("reference", "/v1/chat/completions"),
     "chat-completions": ("target", "/v1/chat/completions"),
 }
+#: Optional GET routes of the target that are roles of their own for the fuzzer (a framework 404 there is "not
+#: hosted"); their own requirement (UTIL-007) still judges a missing route, so the client's gate leaves them be.
+GET_ROLES: dict[str, str] = {"/version": "version"}
 #: What a user passes to let the suite test a role or input it lacks.
 ENABLE: dict[str, str] = {
     "generate": "pass --engine URL (a server hosting /inference/v1/generate)",

@@ -54,6 +54,7 @@ class Answer:
     status: int
     body: Any
     error: str = ""
+    method: str = "POST"
 
     @property
     def ok(self) -> bool:
@@ -71,8 +72,8 @@ class Answer:
 
     def evidence(self) -> str:
         if self.status == 0:
-            return f"POST {self.route}: no answer ({self.error})"
-        return f"POST {self.route} answered {self.status}{_message(self.body)}"
+            return f"{self.method} {self.route}: no answer ({self.error})"
+        return f"{self.method} {self.route} answered {self.status}{_message(self.body)}"
 
 
 def _message(body: Any) -> str:
@@ -98,6 +99,18 @@ def _post(c: httpx.Client, base: str, route: str, body: Any) -> Answer:
     except ValueError:
         parsed = resp.text[:200]
     return Answer(route, resp.status_code, parsed)
+
+
+def _get(c: httpx.Client, base: str, route: str) -> Answer:
+    try:
+        resp = c.get(f"{base}{route}")
+    except httpx.HTTPError as exc:
+        return Answer(route, 0, None, f"{type(exc).__name__}: {exc}", "GET")
+    try:
+        parsed = resp.json()
+    except ValueError:
+        parsed = resp.text[:200]
+    return Answer(route, resp.status_code, parsed, method="GET")
 
 
 def probe(target: Target, codec: Codec, profile: Profile | None = None) -> Capabilities:
@@ -192,6 +205,7 @@ def _probe_roles(c: httpx.Client, caps: Capabilities, target: Target, codec: Cod
         caps.decide("tools", "offered", "probe", f"render with tools: {tools.evidence()}")
     else:
         caps.decide("tools", "unsupported", "probe", f"render with tools: {tools.evidence()}")
+    _role(caps, "version", _get(c, url, "/version"))
     _role(caps, "chat-completions", _post(c, url, "/v1/chat/completions", {"model": model, "messages": user,
                                                                          "max_tokens": 1}))
     if target.reference_url:

@@ -23,6 +23,7 @@ from jsonschema.exceptions import best_match
 
 from tokenspec.specs.openapi import SPEC_DIR, load_document
 from tokenspec.suite.client import RecordedRequest, check_schema
+from tokenspec.suite.gating import GET_ROLES
 from tokenspec.suite.schemas import SchemaViolation
 
 DOCUMENTS = ("render.yaml", "derender.yaml", "generate.yaml", "utilities.yaml")
@@ -120,6 +121,8 @@ def test_fuzz_operation(target, capabilities, document, method, path, mode) -> N
 
     base = "engine" if document == "generate.yaml" else "target"
     capabilities.require_route(base, method, path, None)
+    if method == "GET" and path in GET_ROLES:
+        capabilities.require(GET_ROLES[path])  # fuzzing a route the probe found missing would judge a 404 page
     base_url = target.generate_url if base == "engine" else target.url
     validator = request_schema(path, method.lower())
     operation = _operation(document, method, path)
