@@ -84,6 +84,8 @@ class SuiteClient:
     gate: Callable[[str, str, Any], None] | None = None
     validate: bool = True
     history: list[RecordedRequest] = field(default_factory=list, repr=False)
+    #: Which server of the run this is ("target", "engine", "reference"): a failure is charged to it.
+    role: str = "target"
 
     def __post_init__(self) -> None:
         self._http = httpx.Client(base_url=self.base_url, timeout=self.timeout)

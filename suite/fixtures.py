@@ -102,7 +102,7 @@ def capabilities(pytestconfig: pytest.Config) -> Capabilities:
 def _client(request: pytest.FixtureRequest, base: str, base_url: str, timeout: float) -> Iterator[SuiteClient]:
     caps = request.getfixturevalue("capabilities")
     client = SuiteClient(base_url, timeout, gate=lambda method, path, body: caps.require_route(base, method, path,
-                                                                                               body))
+                                                                                               body), role=base)
     request.node.stash.setdefault(LAST_REQUEST, []).append(client)
     yield client
     client.close()

@@ -302,9 +302,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if report.failed:
         named = [i for i in _REQ_ID.findall(_message_of(report)) if i in ids]
         report.user_properties.append(("failed_requirements", ",".join(dict.fromkeys(named or ids))))
-        sent = [c.last_request for c in item.stash.get(LAST_REQUEST, []) if c.last_request is not None]
-        if sent:
-            last = max(sent, key=lambda r: r.seq)
+        clients = [c for c in item.stash.get(LAST_REQUEST, []) if c.last_request is not None]
+        server = item.stash.get(_SERVER, None)
+        if clients:
+            last_client = max(clients, key=lambda c: c.last_request.seq)
+            server = server or (last_client.role, last_client.base_url)
+        if server is not None:
+            report.user_properties.append(("charged_to", charged_server(item.config, *server, named or ids)))
+        if clients:
+            last = last_client.last_request
             report.user_properties += [("reproduce", last.curl()), ("request_method", last.method),
                                        ("request_url", last.url), ("request_content_type", last.content_type or "")]
             if last.body is not None and len(last.body) <= MAX_SAVED_BODY:
@@ -314,6 +320,36 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if expectation is not None and report.when == "call":
         _apply_expectation(report, expectation)
     return report
+
+
+#: Areas whose requirements are the target's own behaviour, whichever server's answer the test read last.
+_TARGET_AREAS = frozenset({"RENDER", "DERENDER", "PARITY", "TOKNAT", "UTIL", "PROFILE"})
+
+
+_SERVER = pytest.StashKey[tuple[str, str]]()
+
+
+def note_server(node: pytest.Item, role: str, base_url: str) -> None:
+    """For a test that talks to a server other than through the suite's clients (schemathesis, a raw socket):
+    which server (role, URL) its checks judge, so a failure is charged to it."""
+    node.stash[_SERVER] = (role, base_url)
+
+
+def charged_server(config: pytest.Config, role: str, base_url: str, failed: list[str]) -> str:
+    """The server whose answer broke a test: the one the failing (last) request went to, when that is another
+    URL than the target's. The engine is charged only for requirements that are not the target's own (a
+    generate refusing what the target rendered is the target's fault); the reference for any answer of its own."""
+    target = (config.getoption("--tokenspec-target") or "").rstrip("/")
+    if role == "target" or base_url.rstrip("/") == target:
+        return "target"
+    if role == "engine":
+        from tokenspec.specs.catalogue import load_catalogue
+
+        catalogue = load_catalogue()
+        own = [r for r in failed if r in catalogue and (catalogue[r].area in _TARGET_AREAS or (
+            catalogue[r].area == "STREAM" and catalogue[r].document == "derender.yaml"))]
+        return "target" if own else "engine"
+    return role
 
 
 def _apply_expectation(report: pytest.TestReport, expected: list) -> None:
@@ -435,6 +471,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             request_url=props.get("request_url", "") if evidence else "",
             request_content_type=props.get("request_content_type", "") if evidence else "",
             request_file=request_file,
+            charged_to=props.get("charged_to", "target") if outcome in ("failed", "error") else "target",
         )
     )
 

@@ -90,9 +90,11 @@ def headline(results: list[TestResult]) -> str:
     known = ", ".join(f"{summary.by_level[lvl]['known']} {lvl}" for lvl in LEVELS)
     never = counts_by_level(unjudged(results))
     blind = ", ".join(f"{never[lvl]} {lvl}" for lvl in LEVELS)
+    others = "".join(f"; {n} failure(s) of the {role}'s answers (not the target's)"
+                     for role, n in sorted(summary.others.items()))
     return (f"{verdict}: {summary.counts['passed']} passed; unexpected failures {failed}; known failures {known};"
             f" {summary.counts['unsupported']} unsupported; {summary.counts['not_tested']} not tested;"
-            f" requirements never judged {blind}")
+            f" requirements never judged {blind}{others}")
 
 
 def top_failing(results: list[TestResult], limit: int = 5) -> list[str]:
@@ -151,7 +153,8 @@ def summary_markdown(info: RunInfo, results: list[TestResult], capabilities: dic
     if failures:
         lines += ["## Failures", ""]
         for r in sorted(failures, key=lambda r: (LEVELS.index(r.level), r.nodeid)):
-            lines.append(f"### {r.outcome.upper()} `{r.nodeid}` ({r.level})")
+            whose = "" if r.charged_to == "target" else f", the {r.charged_to}'s answer: not the target's verdict"
+            lines.append(f"### {r.outcome.upper()} `{r.nodeid}` ({r.level}{whose})")
             for rid in r.failed_requirements or r.requirement_ids:
                 if rid in catalogue:
                     lines.append(f"- **{rid}** ({catalogue[rid].level}): {catalogue[rid].statement}")

@@ -47,6 +47,8 @@ class TestResult:
     request_url: str = ""
     request_content_type: str = ""
     request_file: str = ""
+    #: The server whose answer broke the test: "target" (the verdict's), "engine" or "reference" (listed apart).
+    charged_to: str = "target"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -59,11 +61,14 @@ class Summary:
     by_level: dict[str, dict[str, int]] = field(
         default_factory=lambda: {level: {"passed": 0, "failed": 0, "known": 0} for level in LEVELS}
     )
+    #: Unexpected failures charged to the other servers of the run ({"engine": n, "reference": m}).
+    others: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"total": self.total}
         out.update({("errors" if k == "error" else k): v for k, v in self.counts.items()})
         out["by_level"] = self.by_level
+        out["other_servers"] = self.others
         return out
 
 
@@ -84,6 +89,8 @@ def summarise(results: list[TestResult]) -> Summary:
         summary.counts[r.outcome] += 1
         if r.outcome == "passed":
             summary.by_level[r.level]["passed"] += 1
+        elif is_failure(r.outcome) and r.charged_to != "target":
+            summary.others[r.charged_to] = summary.others.get(r.charged_to, 0) + 1
         elif is_failure(r.outcome):
             summary.by_level[r.level]["failed"] += 1
         elif r.outcome == "xfailed":
@@ -92,5 +99,6 @@ def summarise(results: list[TestResult]) -> Summary:
 
 
 def exit_code(results: list[TestResult]) -> int:
-    """0 when no MUST-level test failed unexpectedly, else 1 (a test's level is that of the failed check)."""
-    return 1 if any(r.level == "MUST" and is_failure(r.outcome) for r in results) else 0
+    """0 when no MUST-level test failed unexpectedly on the target, else 1 (a test's level is that of the failed
+    check; a failure of the engine's or the reference's answer is theirs, listed apart, not the target's verdict)."""
+    return 1 if any(r.level == "MUST" and is_failure(r.outcome) and r.charged_to == "target" for r in results) else 0

@@ -19,6 +19,7 @@ from tokenspec.suite.builders import (
     generate_request,
     generate_response,
 )
+from tokenspec.suite.plugin import note_server
 
 # name -> (client fixture, path, required field, a wrongly typed value for it)
 ENDPOINTS: dict[str, tuple[str, str, str, Any]] = {
@@ -212,6 +213,7 @@ def test_oversized_body_refused_from_its_declared_length(request, target, name) 
 
     client, path = endpoint(request, name)
     client.check_route("POST", path)
+    note_server(request.node, client.role, client.base_url)
     url = urlsplit(client.base_url)
     head = (f"POST {path} HTTP/1.1\r\nHost: {url.hostname}\r\nContent-Type: application/json\r\n"
             f"Content-Length: {OVERSIZED}\r\nConnection: close\r\n\r\n").encode()

@@ -24,6 +24,7 @@ from jsonschema.exceptions import best_match
 from tokenspec.specs.openapi import SPEC_DIR, load_document
 from tokenspec.suite.client import RecordedRequest, check_schema
 from tokenspec.suite.gating import GET_ROLES
+from tokenspec.suite.plugin import note_server
 from tokenspec.suite.schemas import SchemaViolation
 
 DOCUMENTS = ("render.yaml", "derender.yaml", "generate.yaml", "utilities.yaml")
@@ -114,7 +115,7 @@ def _send(http: httpx.Client, wire: RecordedRequest) -> httpx.Response:
 @pytest.mark.parametrize(
     "document,method,path,mode", OPERATIONS, ids=[f"{m} {p} {mode}" for _, m, p, mode in OPERATIONS]
 )
-def test_fuzz_operation(target, capabilities, document, method, path, mode) -> None:
+def test_fuzz_operation(request, target, capabilities, document, method, path, mode) -> None:
     from schemathesis import GenerationMode
 
     from tokenspec.specs.openapi import request_schema
@@ -124,6 +125,7 @@ def test_fuzz_operation(target, capabilities, document, method, path, mode) -> N
     if method == "GET" and path in GET_ROLES:
         capabilities.require(GET_ROLES[path])  # fuzzing a route the probe found missing would judge a 404 page
     base_url = target.generate_url if base == "engine" else target.url
+    note_server(request.node, base, base_url)
     validator = request_schema(path, method.lower())
     operation = _operation(document, method, path)
     failures: list[str] = []

@@ -5,6 +5,8 @@
   refuses only ids at or past ``vocab_size``, which is what a correct engine does.
 - ``forcing_ignoring_reference``: a coupled ``/v1/chat/completions`` that ignores ``structured_outputs`` and
   answers a run of newlines, as an engine without structured-outputs support would.
+- ``render_only_host``: the frontend behind a proxy that hosts render alone: both derender routes and
+  ``/version`` answer a framework 404, and the ``/v1/models`` card reports no ``max_model_len``.
 
 Both answer the spec's shapes so that only the behaviour under test differs from a real server.
 """
@@ -127,3 +129,34 @@ def llama3_style_copy(model_dir: Path, dest: Path) -> Path:
             text = text.replace(old, new)
         special.write_text(text)
     return dest
+
+
+_UNHOSTED = ("/v1/chat/completions/derender", "/v1/completions/derender", "/version")
+
+
+def render_only_host(app: Any) -> Any:
+    """The frontend's ASGI ``app`` hosting render and the utilities only (in-process, so the frontend's own body
+    handling is untouched): derender and ``/version`` answer a framework 404, the card has no max_model_len."""
+    import json
+
+    async def wrapped(scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] not in (*_UNHOSTED, "/v1/models"):
+            await app(scope, receive, send)
+            return
+        if scope["path"] in _UNHOSTED:
+            await JSONResponse({"detail": "Not Found"}, status_code=404)(scope, receive, send)
+            return
+        messages: list[dict] = []
+
+        async def keep(message: dict) -> None:
+            messages.append(message)
+
+        await app(scope, receive, keep)
+        body = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.response.body")
+        start = next(m for m in messages if m["type"] == "http.response.start")
+        cards = json.loads(body)
+        for card in cards.get("data") or []:
+            card.pop("max_model_len", None)
+        await JSONResponse(cards, status_code=start["status"])(scope, receive, send)
+
+    return wrapped

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 from broken_server import frontend_config, running_broken_server
-from doubles import forcing_ignoring_reference, llama3_style_copy, padded_copy, padded_engine
+from doubles import forcing_ignoring_reference, llama3_style_copy, padded_copy, padded_engine, render_only_host
 from frontend_server import running_app, running_frontend
 
+from tokenspec.harness.frontend import create_app
 from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -204,3 +205,32 @@ def test_a_declaration_the_probe_cannot_confirm_is_a_failure(tiny_model, tmp_pat
     assert "the probe found qwen3" in by_id["reasoning-parser"]["message"]
     assert by_id["tools"]["outcome"] == "passed" and by_id["tool-parser"]["outcome"] == "passed"
     assert report["profile"] == str(profile) and code == 1
+
+
+@pytest.mark.vllm
+def test_a_render_only_host_behind_a_real_engine_is_judged_without_errors(tiny_model, vllm_engine, tmp_path) -> None:
+    """Render alone (no derender, no /version, no max_model_len on its card) with vLLM's engine as engine and
+    reference: nothing errors before its route gate, nothing is a false alarm, the prompt ids are judged against
+    the reference's (PARITY-005), and what breaks on the engine's answers is listed apart from the verdict."""
+    config = frontend_config(tiny_model.model_dir, DEFAULT_MODEL_NAME)
+    with running_app(render_only_host(create_app(config))) as url:
+        code, report, out = run_suite(url, tmp_path, "-n", "2", "--engine", vllm_engine.url,
+                                      "--reference", vllm_engine.url)
+    assert not outcomes(report, "error"), [t["nodeid"] for t in outcomes(report, "error")]
+    # The double's own two deviations, both SHOULD: no /version (UTIL-007), no max_model_len on its card (UTIL-008).
+    own = {"test_utilities.py::test_version_is_an_object_with_a_version_string",
+           "test_utilities.py::test_model_card_reports_max_model_len"}
+    target_failures = [t for t in report["tests"] if t["outcome"] in ("failed", "xpassed")
+                       and t["charged_to"] == "target"]
+    assert {t["nodeid"] for t in target_failures} == own, [f"{t['nodeid']}: {t['message'][:300]}"
+                                                             for t in target_failures]
+    parity = [t for t in report["tests"] if "test_render_equals_the_reference_prompt" in t["nodeid"]]
+    assert parity and parity[0]["outcome"] == "passed", parity
+    derender = [t for t in report["tests"] if t["nodeid"].startswith("test_derender.py::")]
+    assert derender and all(t["outcome"] == "not_tested" for t in derender), "derender is not hosted"
+    engine = [t for t in report["tests"] if t["outcome"] == "failed" and t["charged_to"] == "engine"]
+    if engine:  # vLLM 0.32's engine accepts some schema-invalid bodies (ERROR-015): its own deviations
+        assert report["summary"]["other_servers"].get("engine") == len(engine)
+        assert "failure(s) of the engine's answers" in report["headline"]
+    assert code == 0, out[-3000:]
+
