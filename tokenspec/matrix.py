@@ -111,10 +111,15 @@ def cells_in(out_dir: Path) -> list[CellRun]:
 
 
 def requirement_states(report: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
-    """Per requirement: its state in this run and the test to link (the first test in its worst state)."""
-    states: dict[str, tuple[str, str | None]] = {}
+    """Per requirement: its state in this run and the test to link (the first test in its worst state).
+
+    A requirement some test judged takes the worst judged state (passed, known, failed); "not_tested" and
+    "unsupported" mark only a requirement no test of the run judged at all, the run's blind spots."""
+    judged: dict[str, tuple[str, str | None]] = {}
+    unjudged: dict[str, tuple[str, str | None]] = {}
     for test in report["tests"]:
         state = _STATE_OF_OUTCOME[test["outcome"]]
+        states = unjudged if state in ("unsupported", "not_tested") else judged
         for rid in test["requirement_ids"]:
             broken = test.get("failed_requirements")
             if state in ("failed", "known") and broken and rid not in broken:
@@ -122,7 +127,7 @@ def requirement_states(report: dict[str, Any]) -> dict[str, tuple[str, str | Non
             old = states.get(rid)
             if old is None or STATES.index(state) > STATES.index(old[0]):
                 states[rid] = (state, test["nodeid"] if state != "passed" else None)
-    return states
+    return {**{rid: s for rid, s in unjudged.items() if rid not in judged}, **judged}
 
 
 def build_page(out_dir: Path) -> dict[str, Any]:
@@ -231,7 +236,8 @@ def _html(cells: list[CellRun], columns: list, rows: dict[str, list], catalogue:
     f"<a href='{escape(c)}/compare.md'>{escape(c)}</a>" for c in comparisons) + "</p>" if comparisons else ""}
 <h2>Requirements</h2>
 <p class="legend">{legend}. A failed or known cell links to the first test that broke that requirement in that
-run.</p>
+run. A cell marked unsup. or n/t is a blind spot: no test of that run judged the requirement at all (a
+requirement judged by some of its tests shows the worst judged state).</p>
 <table id="matrix"><tr><th>requirement</th><th>level</th>{head}<th>statement</th></tr>{''.join(body)}</table>
 </body></html>
 """
