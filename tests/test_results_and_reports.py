@@ -103,7 +103,7 @@ def test_reports_have_the_documented_shape(tmp_path: Path) -> None:
     assert set(report["tests"][0]) == {"nodeid", "requirement_ids", "level", "outcome", "duration_s", "message",
                                        "reproduce", "failed_requirements", "expectation", "expected", "actual",
                                        "comparison", "request_method", "request_url", "request_content_type",
-                                       "request_file"}
+                                       "request_file", "charged_to"}
     assert TestResult(**{k: v for k, v in report["tests"][0].items() if k not in ("expected", "request_file")}), \
         "a report.json from before the evidence fields still loads"
     html = (tmp_path / "report.html").read_text()

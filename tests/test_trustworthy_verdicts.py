@@ -234,3 +234,18 @@ def test_a_render_only_host_behind_a_real_engine_is_judged_without_errors(tiny_m
         assert "failure(s) of the engine's answers" in report["headline"]
     assert code == 0, out[-3000:]
 
+
+
+def test_require_judged_fails_a_run_that_left_a_must_requirement_unjudged(tiny_model, tmp_path) -> None:
+    """--require-judged must: the same URL-only selection passes without the flag and fails with it, naming the
+    generate requirement nobody judged; a selection that judges everything it cites passes either way."""
+    config = frontend_config(tiny_model.model_dir, DEFAULT_MODEL_NAME)
+    with running_frontend(config) as url:
+        plain, report, _ = run_suite(url, tmp_path, "-n", "0", "-k", "test_logprobs_shape", name="plain")
+        gated, _, out = run_suite(url, tmp_path, "-n", "0", "-k", "test_logprobs_shape", "--require-judged", "must",
+                                  name="gated")
+        judged, _, _ = run_suite(url, tmp_path, "-n", "0", "-k", "test_chat_render_is_a_valid_generate_request",
+                                 "--require-judged", "must", name="judged")
+    assert plain == 0 and "GENERATE-012" in {u["id"] for u in report["unjudged"]}
+    assert gated == 1 and "FAIL (--require-judged must)" in out and "GENERATE-012" in out, out[-2000:]
+    assert judged == 0
