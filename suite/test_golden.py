@@ -1,7 +1,8 @@
 """Golden cases for the target's tokenizer (RENDER-005, RENDER-023, DERENDER-*): exact token IDs and exact splits.
 
-Applied only when ``--tokenizer`` names a model folder whose tokenizer fingerprint has a golden file
-(``tokenspec golden build`` makes one); otherwise they are not tested. Each case records its oracle(s): render ids
+Applied when ``--tokenizer`` names a model folder whose tokenizer fingerprint has a golden file (``tokenspec golden
+build`` makes one), or, without a folder, when the target's ``/v1/models`` card reports that fingerprint as its
+``tokenizer_version``; otherwise they are not tested. Each case records its oracle(s): render ids
 from transformers (cross-checked with vLLM's render server), recorded derender splits from vLLM's derender with the
 family's parsers (corrected by the spec where vLLM deviates; the file lists each correction). A recorded derender
 case applies only to a target running the same parsers; the hand-written derender cases take their split from
@@ -21,10 +22,19 @@ from tokenspec.suite.gating import not_tested
 
 
 def _cases(config: pytest.Config) -> list:
-    from tokenspec.golden_cases import find_golden
+    """The golden file of the model folder's fingerprint; without a folder, of the fingerprint the target itself
+    reports as its ``tokenizer_version`` (a claim its render and derender answers then have to bear out)."""
+    from tokenspec.golden_cases import find_golden, golden_of_fingerprint
+    from tokenspec.suite.target import model_card
 
     tokenizer = config.getoption("--tokenspec-tokenizer", default=None)
-    golden = find_golden(Path(tokenizer)) if tokenizer else None
+    if tokenizer:
+        golden = find_golden(Path(tokenizer))
+    elif url := config.getoption("--tokenspec-target", default=None):
+        card = model_card(url, 10.0, config.getoption("--tokenspec-model", default=None))
+        golden = golden_of_fingerprint(str(card.get("tokenizer_version") or ""))
+    else:
+        golden = None
     if golden is None:
         return [pytest.param(None, id="no-golden-file", marks=pytest.mark.req("RENDER-005"))]
     return [pytest.param(case, id=case["id"], marks=pytest.mark.req(*case["requirements"]))
@@ -58,8 +68,8 @@ def _check_render(api, target, capabilities, golden) -> None:
     want = [expect["token_ids"]] if chat else expect["token_ids"]
     assert len(got) == len(want), f"{len(got)} prompts rendered, {len(want)} expected"
     for g, w in zip(got, want, strict=True):
-        assert g == w, f"[{golden['requirements'][0]}] render differs from {'+'.join(golden['oracles'])}: " \
-                       f"{_first_difference(g, w)}"
+        oracles = "+".join(golden.get("oracles") or ["the hand-written golden case"])
+        assert g == w, f"[{golden['requirements'][0]}] render differs from {oracles}: {_first_difference(g, w)}"
 
 
 def _check_recorded_derender(api, target, capabilities, golden) -> None:
@@ -83,7 +93,8 @@ def _check_recorded_derender(api, target, capabilities, golden) -> None:
 
 def test_golden_case(api, target, capabilities, golden) -> None:
     if golden is None:
-        not_tested("no golden file for this tokenizer's fingerprint (pass --tokenizer with a model that has one)")
+        not_tested("no golden file for this tokenizer's fingerprint (the target's /v1/models card reports no"
+                   " tokenizer_version that has one); pass --tokenizer DIR with a model that has one")
     if golden["kind"] in ("render", "completions-render"):
         _check_render(api, target, capabilities, golden)
     elif golden["kind"] == "derender-recorded":

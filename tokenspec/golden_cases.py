@@ -85,7 +85,14 @@ def build_golden(model_dir: Path, out_dir: Path = GOLDEN_DIR, *, family: str | N
 
 
 def find_golden(model_dir: Path, golden_dir: Path = GOLDEN_DIR) -> dict[str, Any] | None:
-    fingerprint = tokenizer_fingerprint(Path(model_dir))
+    return golden_of_fingerprint(tokenizer_fingerprint(Path(model_dir)), golden_dir)
+
+
+def golden_of_fingerprint(fingerprint: str, golden_dir: Path = GOLDEN_DIR) -> dict[str, Any] | None:
+    """The golden file of a tokenizer fingerprint (a model folder's, or the ``tokenizer_version`` a target's
+    ``/v1/models`` card reports), if one was built."""
+    if not fingerprint or not all(c in "0123456789abcdef" for c in fingerprint):
+        return None
     for path in sorted(golden_dir.glob(f"*/{fingerprint}.json")):
         return json.loads(path.read_text())
     return None
