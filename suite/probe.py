@@ -85,32 +85,28 @@ def _message(body: Any) -> str:
 
 
 def _post(c: httpx.Client, base: str, route: str, body: Any) -> Answer:
+    return _ask(c, "POST", base, route, body)
+
+
+def _get(c: httpx.Client, base: str, route: str) -> Answer:
+    return _ask(c, "GET", base, route, None)
+
+
+def _ask(c: httpx.Client, method: str, base: str, route: str, body: Any) -> Answer:
     """One probe request. A timeout is asked again once with a longer one: a busy server (a loaded CI machine,
     a cold engine) is slow, not lacking the feature."""
     try:
         try:
-            resp = c.post(f"{base}{route}", json=body)
+            resp = c.request(method, f"{base}{route}", json=body)
         except httpx.TimeoutException:
-            resp = c.post(f"{base}{route}", json=body, timeout=PROBE_RETRY_TIMEOUT)
+            resp = c.request(method, f"{base}{route}", json=body, timeout=PROBE_RETRY_TIMEOUT)
     except httpx.HTTPError as exc:
-        return Answer(route, 0, None, f"{type(exc).__name__}: {exc}")
+        return Answer(route, 0, None, f"{type(exc).__name__}: {exc}", method)
     try:
         parsed = resp.json()
     except ValueError:
         parsed = resp.text[:200]
-    return Answer(route, resp.status_code, parsed)
-
-
-def _get(c: httpx.Client, base: str, route: str) -> Answer:
-    try:
-        resp = c.get(f"{base}{route}")
-    except httpx.HTTPError as exc:
-        return Answer(route, 0, None, f"{type(exc).__name__}: {exc}", "GET")
-    try:
-        parsed = resp.json()
-    except ValueError:
-        parsed = resp.text[:200]
-    return Answer(route, resp.status_code, parsed, method="GET")
+    return Answer(route, resp.status_code, parsed, method=method)
 
 
 def probe(target: Target, codec: Codec, profile: Profile | None = None) -> Capabilities:
