@@ -112,32 +112,35 @@ class Codec:
         return tuple(sorted(set(self.encode(sample))))
 
     @cached_property
+    def facts(self) -> dict:
+        """The tokenizer's EOS and special ids (``{"eos_ids": [...], "special": {"<id>": "<text>"}}``) and where
+        they came from (``"source"``): the model folder's own files; without a folder, the golden file of the
+        fingerprint the target's card reports as its ``tokenizer_version`` (recorded from that model's folder);
+        else nothing (the tests that need them are not tested)."""
+        if self._local is not None:
+            return {**folder_facts(self._local, self._folder_config), "source": "the model folder"}
+        from tokenspec.golden_cases import golden_of_fingerprint
+
+        version = model_card(self.target.url, self.target.timeout, self.target.model).get("tokenizer_version")
+        golden = golden_of_fingerprint(str(version or ""))
+        if golden is None or not golden.get("tokenizer"):
+            return {"eos_ids": [], "special": {}, "source": ""}
+        return {**golden["tokenizer"], "source": f"the golden file of the target's tokenizer_version {version}"}
+
+    @property
     def eos_ids(self) -> tuple[int, ...]:
-        """The model's end-of-sequence ids, from generation_config.json / tokenizer_config.json (folder only)."""
-        ids: list[int] = []
-        for name in ("generation_config.json", "config.json"):
-            value = (self._folder_config.get(name) or {}).get("eos_token_id")
-            ids += value if isinstance(value, list) else [value] if isinstance(value, int) else []
-        token = (self._folder_config.get("tokenizer_config.json") or {}).get("eos_token")
-        if isinstance(token, dict):
-            token = token.get("content")
-        if isinstance(token, str) and self._local is not None and (found := self._local.token_to_id(token)) is not None:
-            ids.append(int(found))
-        return tuple(dict.fromkeys(ids))
+        """The model's end-of-sequence ids (see :attr:`facts` for where they come from)."""
+        return tuple(self.facts["eos_ids"])
 
-    @cached_property
+    @property
     def special_texts(self) -> tuple[str, ...]:
-        """Texts of the tokens the tokenizer marks special (empty without the folder)."""
-        if self._local is None:
-            return ()
-        return tuple(sorted({t.content for t in self._local.get_added_tokens_decoder().values() if t.special}))
+        """Texts of the tokens the tokenizer marks special (empty when no source has them)."""
+        return tuple(sorted(set(self.facts["special"].values())))
 
-    @cached_property
+    @property
     def special_ids(self) -> tuple[int, ...]:
-        """Ids the tokenizer marks special (empty without the folder)."""
-        if self._local is None:
-            return ()
-        return tuple(sorted(i for i, t in self._local.get_added_tokens_decoder().items() if t.special))
+        """Ids the tokenizer marks special (empty when no source has them)."""
+        return tuple(sorted(int(i) for i in self.facts["special"]))
 
     def encode(self, text: str) -> list[int]:
         if self._local is not None:
@@ -160,3 +163,20 @@ class Codec:
         if resp.status_code != 200:
             raise CodecUnavailable(f"{path} answered {resp.status_code}; pass --tokenizer DIR")
         return resp.json()
+
+
+def folder_facts(tokenizer, configs: dict) -> dict:
+    """EOS ids (generation_config.json / config.json, and tokenizer_config.json's eos_token) and the ids the
+    tokenizer marks special, read from a model folder's files (``configs``: those files by name)."""
+    ids: list[int] = []
+    for name in ("generation_config.json", "config.json"):
+        value = (configs.get(name) or {}).get("eos_token_id")
+        ids += value if isinstance(value, list) else [value] if isinstance(value, int) else []
+    token = (configs.get("tokenizer_config.json") or {}).get("eos_token")
+    if isinstance(token, dict):
+        token = token.get("content")
+    if isinstance(token, str) and (found := tokenizer.token_to_id(token)) is not None:
+        ids.append(int(found))
+    special = {str(i): t.content for i, t in sorted(tokenizer.get_added_tokens_decoder().items()) if t.special}
+    return {"eos_ids": list(dict.fromkeys(ids)), "special": special}
+

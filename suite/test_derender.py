@@ -31,6 +31,9 @@ from tokenspec.suite.gating import not_tested
 
 CHAT = "/v1/chat/completions/derender"
 COMPLETIONS = "/v1/completions/derender"
+#: Why a test of EOS or special ids is not tested: the ids are facts of the model's files, which no endpoint shows.
+NO_TOKEN_FACTS = ("no source of {what}: no model folder, and the target's /v1/models card reports no tokenizer_version"
+                  " with a golden file; pass --tokenizer DIR (the model folder)")
 
 
 @pytest.mark.req("DERENDER-002", "SCHEMA-006", "SCHEMA-002", "SCHEMA-003")
@@ -216,6 +219,17 @@ def test_token_ids_echoed_only_on_request(api, target, codec, capabilities, flag
     assert echoed == (ids if flag else None)
 
 
+@pytest.mark.req("DERENDER-021")
+def test_passed_through_fields_are_unchanged(api, target, codec) -> None:
+    """May pass kv_transfer_params and metrics through: a server that does must pass them unchanged."""
+    extra = {"kv_transfer_params": {"remote_engine_id": "e-1", "do_remote_decode": False},
+             "metrics": {"arrival_time": 1.5, "num_generation_tokens": 2}}
+    out = api.post_ok(CHAT, chat_derender(target.model, generate_response(choice(codec.encode("ok")), **extra)))
+    for key, sent in extra.items():
+        if out.get(key) is not None:
+            assert out[key] == sent, f"[DERENDER-021] {key} passed through changed: sent {sent}, got {out[key]}"
+
+
 @pytest.mark.req("DERENDER-001", "DERENDER-006")
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("shape", list(shapes()))
@@ -342,10 +356,11 @@ def test_top_logprobs_count_is_what_was_asked(api, target, codec, wanted) -> Non
 
 @pytest.mark.req("DERENDER-024")
 @pytest.mark.parametrize("parsed", [False, True], ids=["plain", "with-parsers"])
-def test_final_eos_is_not_text(api, target, codec, capabilities, tokenizer_dir, parsed) -> None:
-    """The EOS id comes from the model folder (generation_config.json / tokenizer_config.json), never a name."""
+def test_final_eos_is_not_text(api, target, codec, capabilities, parsed) -> None:
+    """The EOS id comes from the model folder's files (generation_config.json / tokenizer_config.json), or from
+    the golden file of the tokenizer_version the target reports; never from a token's name."""
     if not codec.eos_ids:
-        not_tested("the model folder names no eos_token_id")
+        not_tested(NO_TOKEN_FACTS.format(what="an eos_token_id"))
     eos = codec.eos_ids[0]
     ids = codec.encode("The answer is 4.") + [eos]
     kwargs = {} if parsed else {"chat_template_kwargs": {"enable_thinking": False}}
@@ -360,9 +375,12 @@ def test_final_eos_is_not_text(api, target, codec, capabilities, tokenizer_dir, 
 @pytest.mark.req("DERENDER-025")
 @pytest.mark.parametrize("thinking", [None, False], ids=["default-template", "thinking-off"])
 @pytest.mark.parametrize("skip", [None, False], ids=["skip-default", "skip-false"])
-def test_special_tokens_are_not_text_unless_asked(api, target, codec, tokenizer_dir, thinking, skip) -> None:
-    """The special id comes from the tokenizer's own special flags (folder), not from a token name; parser
-    markers are left out because a parser must see them."""
+def test_special_tokens_are_not_text_unless_asked(api, target, codec, thinking, skip) -> None:
+    """The special id comes from the tokenizer's own special flags (the folder's, or those the golden file of the
+    target's tokenizer_version recorded), not from a token name; parser markers are left out because a parser
+    must see them."""
+    if not codec.special_ids:
+        not_tested(NO_TOKEN_FACTS.format(what="special-token flags"))
     markers = {"<think>", "</think>", "<tool_call>", "</tool_call>"}
     candidates = [i for i in codec.special_ids if i not in codec.eos_ids and codec.decode([i]) not in markers]
     if not candidates:

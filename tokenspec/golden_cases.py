@@ -79,9 +79,22 @@ def build_golden(model_dir: Path, out_dir: Path = GOLDEN_DIR, *, family: str | N
     target = out_dir / _model_name(model_dir) / f"{fingerprint}.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     doc = {"model": _model_name(model_dir), "family": family, "tokenizer_fingerprint": fingerprint,
-           "tokenspec_version": __version__, "disagreements": disagreements, "cases": cases}
+           "tokenspec_version": __version__, "disagreements": disagreements, "tokenizer": tokenizer_facts(model_dir),
+           "cases": cases}
     target.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     return target
+
+
+def tokenizer_facts(model_dir: Path) -> dict[str, Any]:
+    """What a URL-only run cannot ask a server for and a golden file keeps for it: the model's EOS ids and the ids
+    its tokenizer marks special, read from the folder's files."""
+    from tokenizers import Tokenizer
+
+    from tokenspec.suite.target import folder_facts
+
+    configs = {name: json.loads((model_dir / name).read_text()) for name in
+               ("config.json", "generation_config.json", "tokenizer_config.json") if (model_dir / name).exists()}
+    return folder_facts(Tokenizer.from_file(str(model_dir / "tokenizer.json")), configs)
 
 
 def find_golden(model_dir: Path, golden_dir: Path = GOLDEN_DIR) -> dict[str, Any] | None:
