@@ -64,3 +64,34 @@ def visible_text(message: dict[str, Any]) -> str:
 def generate_request(token_ids: list[int], *, top: dict[str, Any] | None = None, **sampling: Any) -> dict[str, Any]:
     """A GenerateRequest body: prompt ids, the sampling parameters given, and optional top-level fields."""
     return {"token_ids": token_ids, "sampling_params": sampling, **(top or {})}
+
+
+#: Each endpoint the suite sends bodies to: the client fixture that reaches it, and its route.
+ENDPOINT_ROUTES: dict[str, tuple[str, str]] = {
+    "chat-render": ("api", "/v1/chat/completions/render"),
+    "completions-render": ("api", "/v1/completions/render"),
+    "chat-derender": ("api", "/v1/chat/completions/derender"),
+    "completions-derender": ("api", "/v1/completions/derender"),
+    "generate": ("engine", "/inference/v1/generate"),
+    "tokenize": ("api", "/tokenize"),
+    "detokenize": ("api", "/detokenize"),
+}
+
+
+def valid_body(name: str, model: str | None, codec) -> dict[str, Any]:
+    """A small request each endpoint answers 200, with ``model`` at the top level (omitted when None)."""
+    hello = codec.encode("Hello")
+    served = model or "unused"
+    body: dict[str, Any] = {
+        "chat-render": lambda: {"messages": USER_HELLO, "max_tokens": 2},
+        "completions-render": lambda: {"prompt": "Hello", "max_tokens": 2},
+        "chat-derender": lambda: chat_derender(served, generate_response(choice(hello))),
+        "completions-derender": lambda: completions_derender(served, [generate_response(choice(hello))]),
+        "generate": lambda: generate_request(hello, temperature=0, max_tokens=2),
+        "tokenize": lambda: {"prompt": "Hello"},
+        "detokenize": lambda: {"tokens": hello},
+    }[name]()
+    body.pop("model", None)
+    if model is not None:
+        body["model"] = model
+    return body

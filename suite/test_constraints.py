@@ -13,31 +13,12 @@ from typing import Any
 
 import pytest
 
-from tokenspec.suite.builders import chat_derender, chat_request, choice, completions_derender, generate_response
+from tokenspec.suite.builders import ENDPOINT_ROUTES, valid_body
 from tokenspec.suite.constraints import violations
 from tokenspec.suite.probe import OPTIONAL_FIELDS
 
-ROUTES = ("/v1/chat/completions/render", "/v1/completions/render", "/v1/chat/completions/derender",
-          "/v1/completions/derender", "/inference/v1/generate", "/tokenize", "/detokenize")
 #: Accepted violations listed in a failure message (all are counted).
 MAX_LISTED = 25
-
-
-def _valid_body(path: str, model: str, ids: list[int]) -> dict[str, Any]:
-    """The request each mutation starts from: small, valid, and accepted by any conforming server."""
-    if path == "/v1/chat/completions/render":
-        return chat_request(model)
-    if path == "/v1/completions/render":
-        return {"model": model, "prompt": "Hello"}
-    if path == "/v1/chat/completions/derender":
-        return chat_derender(model, generate_response(choice(ids)))
-    if path == "/v1/completions/derender":
-        return completions_derender(model, [generate_response(choice(ids))])
-    if path == "/inference/v1/generate":
-        return {"model": model, "token_ids": ids, "sampling_params": {"max_tokens": 2, "temperature": 0}}
-    if path == "/tokenize":
-        return {"model": model, "prompt": "Hello"}
-    return {"model": model, "tokens": ids}
 
 
 def _status(client, path: str, body: Any) -> int:
@@ -50,11 +31,11 @@ def _status(client, path: str, body: Any) -> int:
 
 
 @pytest.mark.req("ERROR-015", "ERROR-003")
-@pytest.mark.parametrize("path", ROUTES)
-def test_every_request_constraint_is_refused(request, target, codec, capabilities, path) -> None:
-    client = request.getfixturevalue("engine" if path == "/inference/v1/generate" else "api")
-    ids = codec.encode("Hello")
-    valid = _valid_body(path, target.model, ids)
+@pytest.mark.parametrize("name", list(ENDPOINT_ROUTES))
+def test_every_request_constraint_is_refused(request, target, codec, capabilities, name) -> None:
+    fixture, path = ENDPOINT_ROUTES[name]
+    client = request.getfixturevalue(fixture)
+    valid = valid_body(name, target.model, codec)
     client.post_ok(path, valid)  # the starting point is accepted, so each refusal below is the mutation's
     # An optional field the target declares it does not honour is ignored like any unknown key (ERROR-011).
     ignored = set(OPTIONAL_FIELDS) - capabilities.fields if capabilities.fields is not None else set()

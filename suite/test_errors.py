@@ -12,25 +12,27 @@ from typing import Any
 import pytest
 
 from tokenspec.suite.builders import (
-    USER_HELLO,
+    ENDPOINT_ROUTES,
     chat_derender,
     choice,
-    completions_derender,
-    generate_request,
     generate_response,
+    valid_body,
 )
 from tokenspec.suite.plugin import note_server
 
-# name -> (client fixture, path, required field, a wrongly typed value for it)
-ENDPOINTS: dict[str, tuple[str, str, str, Any]] = {
-    "chat-render": ("api", "/v1/chat/completions/render", "messages", "hello"),
-    "completions-render": ("api", "/v1/completions/render", "prompt", {"text": "x"}),
-    "chat-derender": ("api", "/v1/chat/completions/derender", "generate_response", [1, 2]),
-    "completions-derender": ("api", "/v1/completions/derender", "generate_responses", {"choices": []}),
-    "generate": ("engine", "/inference/v1/generate", "token_ids", "1 2 3"),
-    "tokenize": ("api", "/tokenize", "prompt", {"x": 1}),
-    "detokenize": ("api", "/detokenize", "tokens", "1 2"),
+#: Per endpoint: a required field and a wrongly typed value for it.
+_WRONG_FIELD: dict[str, tuple[str, Any]] = {
+    "chat-render": ("messages", "hello"),
+    "completions-render": ("prompt", {"text": "x"}),
+    "chat-derender": ("generate_response", [1, 2]),
+    "completions-derender": ("generate_responses", {"choices": []}),
+    "generate": ("token_ids", "1 2 3"),
+    "tokenize": ("prompt", {"x": 1}),
+    "detokenize": ("tokens", "1 2"),
 }
+#: name -> (client fixture, path, required field, a wrongly typed value for it)
+ENDPOINTS: dict[str, tuple[str, str, str, Any]] = {name: (*ENDPOINT_ROUTES[name], *_WRONG_FIELD[name])
+                                                   for name in ENDPOINT_ROUTES}
 NAMES = list(ENDPOINTS)
 OVERSIZED = 64 << 20
 # Bodies of the endpoint's own shape, padded inside a string: a server without a size limit must parse all
@@ -45,25 +47,6 @@ OVERSIZED_SHAPES = {
                              b'"completion_request":{"prompt":"', b'"}}'),
     "generate": (b'{"model":"MODEL","token_ids":[5],"sampling_params":{"max_tokens":1},"request_id":"', b'"}'),
 }
-
-
-def valid_body(name: str, model: str | None, codec) -> dict[str, Any]:
-    """A small request each endpoint answers 200, with ``model`` at the top level (omitted when None)."""
-    hello = codec.encode("Hello")
-    served = model or "unused"
-    body: dict[str, Any] = {
-        "chat-render": lambda: {"messages": USER_HELLO, "max_tokens": 2},
-        "completions-render": lambda: {"prompt": "Hello", "max_tokens": 2},
-        "chat-derender": lambda: chat_derender(served, generate_response(choice(hello))),
-        "completions-derender": lambda: completions_derender(served, [generate_response(choice(hello))]),
-        "generate": lambda: generate_request(hello, temperature=0, max_tokens=2),
-        "tokenize": lambda: {"prompt": "Hello"},
-        "detokenize": lambda: {"tokens": hello},
-    }[name]()
-    body.pop("model", None)
-    if model is not None:
-        body["model"] = model
-    return body
 
 
 def endpoint(request: pytest.FixtureRequest, name: str):
