@@ -128,6 +128,13 @@ def _probe_inputs(caps: Capabilities, target: Target, codec: Codec) -> None:
         caps.decide("tokenizer-folder", "offered", "options", f"--tokenizer {target.tokenizer_dir}")
     else:
         caps.decide("tokenizer-folder", "not-tested", "options", "no model folder given")
+    facts = codec.facts
+    if facts["source"]:
+        caps.decide("tokenizer-facts", "offered", "probe", f"EOS ids {facts['eos_ids']} and"
+                    f" {len(facts['special'])} special ids from {facts['source']}")
+    else:
+        caps.decide("tokenizer-facts", "not-tested", "probe", "EOS and special-token ids: no model folder, and the"
+                    " target's /v1/models card reports no tokenizer_version with a golden file")
 
 
 def _role(caps: Capabilities, feature: str, answer: Answer) -> None:
