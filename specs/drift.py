@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from tokenspec.errors import UsageError
+from tokenspec.transport import Transport
 
 from .openapi import DOCUMENTS, load_document
 
@@ -286,14 +287,15 @@ def drift_documents(
     return report
 
 
-def drift(target: str, timeout: float = 10.0) -> DriftReport:
+def drift(target: str, timeout: float = 10.0, transport: Transport | None = None) -> DriftReport:
     """Fetch ``<target>/openapi.json`` and compare it with the installed spec.
 
     Raises ``UsageError`` (one line) when the target is unreachable or does not answer JSON.
     """
     url = target.rstrip("/") + "/openapi.json"
     try:
-        response = httpx.get(url, timeout=timeout)
+        with (transport or Transport()).client(timeout=timeout) as client:
+            response = client.get(url)
         response.raise_for_status()
         theirs = response.json()
     except httpx.HTTPError as exc:

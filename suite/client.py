@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import shlex
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -19,8 +20,10 @@ from typing import Any
 
 import httpx
 
+from tokenspec.suite.gating import not_tested
 from tokenspec.suite.plugin import note_check
 from tokenspec.suite.schemas import SchemaViolation, validate_response
+from tokenspec.transport import EXHAUSTED, RETRY_STATUSES, Transport
 
 MAX_REPRODUCE_BODY = 16_384
 _SEQUENCE = itertools.count()
@@ -33,15 +36,19 @@ class RecordedRequest:
     body: bytes | None
     content_type: str | None
     seq: int = field(default_factory=lambda: next(_SEQUENCE))
+    #: The run's extra headers as a reproduction shows them (secrets as ``$NAME``, expanded by the shell).
+    headers: tuple[tuple[str, str], ...] = ()
 
     def curl(self) -> str:
         parts = ["curl", "-sS", "-X", self.method, self.url]
         if self.content_type:
             parts += ["-H", f"content-type: {self.content_type}"]
+        head = " ".join(shlex.quote(p) for p in parts) + "".join(f" -H {_shell_expanding(f'{name}: {value}')}"
+                                                                  for name, value in self.headers)
         if self.body is not None:
             if len(self.body) > MAX_REPRODUCE_BODY:
                 return (
-                    " ".join(shlex.quote(p) for p in parts)
+                    head
                     + f" --data-binary @body.json  # body of {len(self.body)} bytes, too large to inline:"
                     " re-run the test with -k to regenerate it"
                 )
@@ -51,10 +58,14 @@ class RecordedRequest:
                 text = None
             if text is None or "\x00" in text:
                 # Bytes no shell argument can carry: printf writes them exactly, curl reads them from stdin.
-                return f"printf {shlex.quote(_printf_escape(self.body))} | " + " ".join(
-                    shlex.quote(p) for p in [*parts, "--data-binary", "@-"])
-            parts += ["--data-binary", text]
-        return " ".join(shlex.quote(p) for p in parts)
+                return f"printf {shlex.quote(_printf_escape(self.body))} | {head} --data-binary @-"
+            return f"{head} --data-binary {shlex.quote(text)}"
+        return head
+
+
+def _shell_expanding(text: str) -> str:
+    """``text`` in double quotes: ``$NAME`` expands (a secret the shell holds), nothing else is special."""
+    return '"' + re.sub(r'(["\\`]|\$(?!\{?\w))', r"\\\1", text) + '"'
 
 
 def _printf_escape(body: bytes) -> str:
@@ -86,9 +97,11 @@ class SuiteClient:
     history: list[RecordedRequest] = field(default_factory=list, repr=False)
     #: Which server of the run this is ("target", "engine", "reference"): a failure is charged to it.
     role: str = "target"
+    transport: Transport = field(default_factory=Transport)
 
     def __post_init__(self) -> None:
-        self._http = httpx.Client(base_url=self.base_url, timeout=self.timeout)
+        self._http = self.transport.client(self.role, self.base_url, self.timeout)
+        self._shown = tuple(self.transport.shown_headers(self.role))
 
     def close(self) -> None:
         self._http.close()
@@ -97,8 +110,10 @@ class SuiteClient:
     def last_request(self) -> RecordedRequest | None:
         return self.history[-1] if self.history else None
 
-    def _record(self, method: str, path: str, body: bytes | None, content_type: str | None) -> None:
-        self.history.append(RecordedRequest(method, f"{self.base_url}{path}", body, content_type))
+    def _record(self, method: str, path: str, body: bytes | None, content_type: str | None,
+                extra: tuple[tuple[str, str], ...] = ()) -> None:
+        self.history.append(RecordedRequest(method, f"{self.base_url}{path}", body, content_type,
+                                            headers=self._shown + extra))
 
     def request(
         self,
@@ -109,21 +124,25 @@ class SuiteClient:
         content: bytes | None = None,
         content_type: str | None = None,
         validate: bool | None = None,
+        headers: dict[str, str] | None = None,
     ) -> httpx.Response:
-        """Send a request; with ``validate`` (default on) the response must match the spec's schema."""
+        """Send a request; with ``validate`` (default on) the response must match the spec's schema. ``headers``
+        are sent as given (never secrets: the reproduction prints them)."""
         if json_body is not None:
             content = json.dumps(json_body, ensure_ascii=False).encode()
             content_type = content_type or "application/json"
-        headers = {"content-type": content_type} if content_type else {}
+        extra = dict(headers or {})
+        headers = {**({"content-type": content_type} if content_type else {}), **extra}
         if self.gate is not None:
             self.gate(method, path, json_body if json_body is not None else content)
-        self._record(method, path, content, content_type)
+        self._record(method, path, content, content_type, tuple(extra.items()))
         try:
             resp = self._http.request(method, path, content=content, headers=headers)
         except httpx.TimeoutException:
             raise AssertionError(f"{method} {self.base_url}{path} timed out after {self.timeout:.0f}s") from None
         except httpx.HTTPError as exc:
             raise AssertionError(f"{method} {self.base_url}{path} failed: {type(exc).__name__}: {exc}") from None
+        _not_throttled(method, f"{self.base_url}{path}", resp)
         if validate if validate is not None else self.validate:
             check_schema(method, path, resp)
         return resp
@@ -161,6 +180,7 @@ class SuiteClient:
             ) as resp:
                 if resp.status_code >= 300:
                     resp.read()
+                    _not_throttled("POST", f"{self.base_url}{path}", resp)
                     check_schema("POST", path, resp)
                     raise AssertionError(f"streaming POST {path} answered {resp.status_code}: {resp.text[:500]}")
                 ctype = resp.headers.get("content-type", "")
@@ -182,6 +202,13 @@ class SuiteClient:
         except httpx.TimeoutException:
             raise AssertionError(f"streaming POST {self.base_url}{path} timed out after {self.timeout:.0f}s") from None
         assert done, f"stream of POST {path} ended without `data: [DONE]`"
+
+
+def _not_throttled(method: str, url: str, resp: httpx.Response) -> None:
+    """A 429/503 still there after every retry says nothing of the requirement under test: not tested."""
+    if resp.status_code in RETRY_STATUSES and EXHAUSTED in resp.extensions:
+        not_tested(f"{method} {url} kept answering {resp.status_code} (rate limited or overloaded) after"
+                   f" {resp.extensions[EXHAUSTED]} retries; lower --max-rps or --max-concurrency")
 
 
 def check_schema(method: str, path: str, resp: httpx.Response) -> None:

@@ -20,6 +20,7 @@ from tokenspec.suite.client import SuiteClient
 from tokenspec.suite.gating import Capabilities
 from tokenspec.suite.plugin import LAST_REQUEST
 from tokenspec.suite.target import Codec, Target, card_max_model_len
+from tokenspec.transport import Transport
 
 CAPABILITIES_ENV = "TOKENSPEC_CAPABILITIES"
 
@@ -36,20 +37,41 @@ def pytest_configure(config: pytest.Config) -> None:
     settings.load_profile("tokenspec")
 
 
+_TRANSPORT = pytest.StashKey[Transport]()
+
+
+def transport_from_config(config: pytest.Config) -> Transport:
+    """The run's transport from the plugin's options, its limits shared out over the xdist workers."""
+    if _TRANSPORT not in config.stash:
+        workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+        config.stash[_TRANSPORT] = Transport.from_flags(
+            api_key_env=config.getoption("--tokenspec-api-key-env") or (),
+            header=config.getoption("--tokenspec-header") or (),
+            timeout=config.getoption("--tokenspec-timeout") or (),
+            ca_bundle=config.getoption("--tokenspec-ca-bundle"),
+            insecure=config.getoption("--tokenspec-insecure"),
+            max_concurrency=config.getoption("--tokenspec-max-concurrency"),
+            max_rps=config.getoption("--tokenspec-max-rps"),
+        ).per_process(workers)
+    return config.stash[_TRANSPORT]
+
+
 def target_from_config(config: pytest.Config) -> Target:
     from tokenspec.target import served_model
 
     url = config.getoption("--tokenspec-target")
     tokenizer = config.getoption("--tokenspec-tokenizer")
+    transport = transport_from_config(config)
     return Target(
         url=url,
         engine_url=config.getoption("--tokenspec-engine"),
         reference_url=config.getoption("--tokenspec-reference"),
-        model=config.getoption("--tokenspec-model") or served_model(url),
+        model=config.getoption("--tokenspec-model") or served_model(url, transport),
         tokenizer_dir=Path(tokenizer) if tokenizer else None,
-        timeout=config.getoption("--tokenspec-timeout"),
+        timeout=transport.timeout("target"),
         max_examples=config.getoption("--tokenspec-max-examples"),
         seed=config.getoption("--tokenspec-seed"),
+        transport=transport,
     )
 
 
@@ -99,10 +121,10 @@ def capabilities(pytestconfig: pytest.Config) -> Capabilities:
     return run_capabilities(pytestconfig)
 
 
-def _client(request: pytest.FixtureRequest, base: str, base_url: str, timeout: float) -> Iterator[SuiteClient]:
+def _client(request: pytest.FixtureRequest, base: str, base_url: str, transport: Transport) -> Iterator[SuiteClient]:
     caps = request.getfixturevalue("capabilities")
-    client = SuiteClient(base_url, timeout, gate=lambda method, path, body: caps.require_route(base, method, path,
-                                                                                               body), role=base)
+    client = SuiteClient(base_url, transport.timeout(base), gate=lambda method, path, body: caps.require_route(
+        base, method, path, body), role=base, transport=transport)
     request.node.stash.setdefault(LAST_REQUEST, []).append(client)
     yield client
     client.close()
@@ -111,21 +133,21 @@ def _client(request: pytest.FixtureRequest, base: str, base_url: str, timeout: f
 @pytest.fixture
 def api(request: pytest.FixtureRequest, target: Target) -> Iterator[SuiteClient]:
     """Client for the target (render, derender, utilities); requests to routes it does not host never run."""
-    yield from _client(request, "target", target.url, target.timeout)
+    yield from _client(request, "target", target.url, target.transport)
 
 
 @pytest.fixture
 def engine(request: pytest.FixtureRequest, target: Target, capabilities: Capabilities) -> Iterator[SuiteClient]:
     """Client for the generate endpoint (the engine, or the target itself)."""
     capabilities.require("generate")
-    yield from _client(request, "engine", target.generate_url, max(target.timeout, 60.0))
+    yield from _client(request, "engine", target.generate_url, target.transport)
 
 
 @pytest.fixture
 def reference(request: pytest.FixtureRequest, target: Target, capabilities: Capabilities) -> Iterator[SuiteClient]:
     """Client for the standard serve endpoint used for parity."""
     capabilities.require("coupled")
-    yield from _client(request, "reference", target.reference_url or "", max(target.timeout, 60.0))
+    yield from _client(request, "reference", target.reference_url or "", target.transport)
 
 
 @pytest.fixture(scope="session")
@@ -151,7 +173,7 @@ def render_oracle(tokenizer_dir: Path):
 @pytest.fixture(scope="session")
 def max_model_len(target: Target, capabilities: Capabilities) -> int:
     """The target's context length: its /v1/models card, the profile's limits, else the model folder's config."""
-    if (reported := card_max_model_len(target.url, target.timeout)) is not None:
+    if (reported := card_max_model_len(target.url, target.transport)) is not None:
         return reported
     if "max_model_len" in capabilities.limits:
         return int(capabilities.limits["max_model_len"])
@@ -159,8 +181,9 @@ def max_model_len(target: Target, capabilities: Capabilities) -> int:
         config = json.loads((target.tokenizer_dir / "tokenizer_config.json").read_text())
         if isinstance(config.get("model_max_length"), int):
             return int(config["model_max_length"])
-    if target.engine_url and (reported := card_max_model_len(target.engine_url, target.timeout)) is not None:
-        return reported
+    if target.engine_url:
+        if (reported := card_max_model_len(target.engine_url, target.transport, "engine")) is not None:
+            return reported
     # The card's own field is UTIL-008's business (test_model_card_reports_max_model_len); here it is a fact the
     # run lacks, so the tests that need it are not tested, never failed or errored.
     from tokenspec.suite.gating import not_tested

@@ -80,7 +80,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--tokenspec-expectations", help="YAML of known failures (requirement + pattern each)")
     g.addoption("--tokenspec-profile", help="YAML target profile (specs/profile.schema.json)")
     g.addoption("--tokenspec-seed", type=int, help="seed for hypothesis and schemathesis")
-    g.addoption("--tokenspec-timeout", type=float, default=30.0)
+    # The transport (tokenspec/transport.py): the same values as `tokenspec run`'s flags of the same names.
+    g.addoption("--tokenspec-timeout", action="append", metavar="[ROLE=]SECONDS",
+                help="request timeout per role (default: target=30 engine=60 reference=60)")
+    g.addoption("--tokenspec-api-key-env", action="append", metavar="[ROLE=]NAME",
+                help="environment variable holding the API key, sent as Authorization: Bearer"
+                     " (default: TOKENSPEC_API_KEY when set)")
+    g.addoption("--tokenspec-header", action="append", metavar="[ROLE=]'NAME: VALUE'",
+                help="extra header; VALUE may be $ENV_VAR")
+    g.addoption("--tokenspec-ca-bundle", metavar="FILE", help="CA bundle that signs the servers' certificates")
+    g.addoption("--tokenspec-insecure", action="store_true", help="do not verify TLS certificates")
+    g.addoption("--tokenspec-max-concurrency", type=int, metavar="N", help="requests in flight, whole run")
+    g.addoption("--tokenspec-max-rps", type=float, metavar="R", help="requests started per second, whole run")
     g.addoption("--tokenspec-max-examples", type=int, default=25)
     g.addoption("--tokenspec-no-shrink", action="store_true",
                 help="report the first failing example as found, without shrinking it (faster verdicts)")

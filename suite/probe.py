@@ -35,6 +35,7 @@ from tokenspec.specs.parser_families import (
 from tokenspec.suite.gating import ENABLE, Capabilities
 from tokenspec.suite.profile import Profile
 from tokenspec.suite.target import Codec, CodecUnavailable, Target, model_card
+from tokenspec.transport import DEFAULT_API_KEY_ENV
 
 PROBE_TIMEOUT = 15.0
 PROBE_RETRY_TIMEOUT = 60.0
@@ -84,15 +85,15 @@ def _message(body: Any) -> str:
     return ""
 
 
-def _post(c: httpx.Client, base: str, route: str, body: Any) -> Answer:
+def _post(c: RoleClients, base: str, route: str, body: Any) -> Answer:
     return _ask(c, "POST", base, route, body)
 
 
-def _get(c: httpx.Client, base: str, route: str) -> Answer:
+def _get(c: RoleClients, base: str, route: str) -> Answer:
     return _ask(c, "GET", base, route, None)
 
 
-def _ask(c: httpx.Client, method: str, base: str, route: str, body: Any) -> Answer:
+def _ask(c: RoleClients, method: str, base: str, route: str, body: Any) -> Answer:
     """One probe request. A timeout is asked again once with a longer one: a busy server (a loaded CI machine,
     a cold engine) is slow, not lacking the feature."""
     try:
@@ -109,9 +110,32 @@ def _ask(c: httpx.Client, method: str, base: str, route: str, body: Any) -> Answ
     return Answer(route, resp.status_code, parsed, method=method)
 
 
+class RoleClients:
+    """The probe's HTTP clients, one per role, each request sent with the credentials of the server it goes to."""
+
+    def __init__(self, target: Target) -> None:
+        self._urls = [(url, role) for role, url in (("engine", target.engine_url), ("reference", target.reference_url),
+                                                    ("target", target.url)) if url]
+        self._clients = {role: target.transport.client(role, timeout=PROBE_TIMEOUT) for _, role in self._urls}
+
+    def request(self, method: str, url: str, **kw: Any) -> httpx.Response:
+        role = next((role for base, role in self._urls if url.startswith(base + "/")), "target")
+        return self._clients[role].request(method, url, **kw)
+
+    def get(self, url: str, **kw: Any) -> httpx.Response:
+        return self.request("GET", url, **kw)
+
+    def __enter__(self) -> RoleClients:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for client in self._clients.values():
+            client.close()
+
+
 def probe(target: Target, codec: Codec, profile: Profile | None = None) -> Capabilities:
     caps = Capabilities()
-    with httpx.Client(timeout=PROBE_TIMEOUT) as c:
+    with RoleClients(target) as c:
         _probe_inputs(caps, target, codec)
         rendered = _probe_roles(c, caps, target, codec)
         _probe_parsers(c, caps, target, codec)
@@ -128,6 +152,12 @@ def _probe_inputs(caps: Capabilities, target: Target, codec: Codec) -> None:
         caps.decide("tokenizer-folder", "offered", "options", f"--tokenizer {target.tokenizer_dir}")
     else:
         caps.decide("tokenizer-folder", "not-tested", "options", "no model folder given")
+    access = target.transport.access["target"]
+    if access.api_key():
+        caps.decide("api-key", "offered", "options", f"the key in ${access.api_key_env} is sent on every request")
+    else:
+        caps.decide("api-key", "not-tested", "options", "the run sends the target no API key (how a key-protected"
+                    f" server refuses is judged with one); pass --api-key-env NAME (default {DEFAULT_API_KEY_ENV})")
     facts = codec.facts
     if facts["source"]:
         caps.decide("tokenizer-facts", "offered", "probe", f"EOS ids {facts['eos_ids']} and"
@@ -156,7 +186,7 @@ def _plain_ids(codec: Codec) -> list[int]:
         return [1]
 
 
-def _probe_roles(c: httpx.Client, caps: Capabilities, target: Target, codec: Codec) -> Answer:
+def _probe_roles(c: RoleClients, caps: Capabilities, target: Target, codec: Codec) -> Answer:
     """Decide every role; returns the chat render answer (its prompt ids are the generate probe's prompt)."""
     model, url = target.model, target.url
     user = [{"role": "user", "content": "Hello"}]
@@ -220,7 +250,7 @@ def _probe_roles(c: httpx.Client, caps: Capabilities, target: Target, codec: Cod
     return rendered
 
 
-def _probe_derender_logprobs(c: httpx.Client, caps: Capabilities, target: Target, request: dict,
+def _probe_derender_logprobs(c: RoleClients, caps: Capabilities, target: Target, request: dict,
                              ids: list[int]) -> None:
     """Whether derender turns tokens-mode logprobs into OpenAI logprobs, asked of derender itself: the suite
     writes the generate response, so no engine is needed. An answer that drops the logprobs is a broken
@@ -243,7 +273,7 @@ def _probe_derender_logprobs(c: httpx.Client, caps: Capabilities, target: Target
                     " tokens-mode logprobs (its tests judge the conversion)")
 
 
-def _derender_message(c: httpx.Client, target: Target, ids: list[int], request: dict) -> tuple[Answer, dict]:
+def _derender_message(c: RoleClients, target: Target, ids: list[int], request: dict) -> tuple[Answer, dict]:
     response = {"request_id": "probe", "choices": [{"index": 0, "token_ids": ids, "finish_reason": "stop"}]}
     body = {"model": target.model, "generate_response": response, "prompt_tokens": 1, "chat_request": request}
     answer = _post(c, target.url, CHAT_DERENDER, body)
@@ -257,7 +287,7 @@ def _unchanged(message: dict, decoded: set[str]) -> bool:
     return not message.get("reasoning") and not message.get("tool_calls") and (message.get("content") or "") in decoded
 
 
-def _probe_parsers(c: httpx.Client, caps: Capabilities, target: Target, codec: Codec) -> None:
+def _probe_parsers(c: RoleClients, caps: Capabilities, target: Target, codec: Codec) -> None:
     """Which reasoning and tool-call parser families the target's derender runs, from what it answers."""
     if not (caps.has("chat-derender") and caps.has("codec")):
         why = "no chat derender" if not caps.has("chat-derender") else caps.decisions["codec"].evidence
@@ -307,7 +337,7 @@ def _probe_parsers(c: httpx.Client, caps: Capabilities, target: Target, codec: C
         caps.parsers["tool"] = family
 
 
-def _which(c: httpx.Client, target: Target, codec: Codec, kind: str, families: tuple[str, ...], messages: list,
+def _which(c: RoleClients, target: Target, codec: Codec, kind: str, families: tuple[str, ...], messages: list,
            tools: list | None, reasoning: str | None = None) -> str | None:
     """The family whose specified splits of every distinguishing shape the derender reproduces exactly.
 
@@ -324,7 +354,7 @@ def _known(reasoning: str | None) -> str | None:
     return None if reasoning == "unknown" else reasoning
 
 
-def _distinguishing_answers(c: httpx.Client, target: Target, codec: Codec, kind: str, messages: list,
+def _distinguishing_answers(c: RoleClients, target: Target, codec: Codec, kind: str, messages: list,
                             tools: list | None) -> dict[str, dict]:
     request: dict[str, Any] = {"model": target.model, "messages": messages}
     if tools:
@@ -342,7 +372,7 @@ def _agrees(answers: dict[str, dict], config: tuple[str | None, str | None]) -> 
     return True
 
 
-def _probe_generate(c: httpx.Client, caps: Capabilities, target: Target, rendered: Answer) -> None:
+def _probe_generate(c: RoleClients, caps: Capabilities, target: Target, rendered: Answer) -> None:
     """Engine features: each probe is a one-token generation with one option switched on."""
     prompt = rendered.body["token_ids"] if rendered.ok and isinstance(rendered.body, dict) else [1, 2, 3]
     url = target.generate_url
@@ -403,7 +433,7 @@ OPTIONAL_FIELDS: dict[str, str] = {
 }
 
 
-def _probe_fields(c: httpx.Client, caps: Capabilities, target: Target) -> None:
+def _probe_fields(c: RoleClients, caps: Capabilities, target: Target) -> None:
     """Which optional request fields the target honours, from the request schemas of its own /openapi.json.
 
     A server that publishes no OpenAPI document is assumed to honour them all (the tests then say)."""
@@ -450,7 +480,7 @@ def _resolve(document: dict, ref: str) -> dict | None:
     return node if isinstance(node, dict) else None
 
 
-def _probe_token_native(c: httpx.Client, caps: Capabilities, target: Target) -> None:
+def _probe_token_native(c: RoleClients, caps: Capabilities, target: Target) -> None:
     # The server's tokenizer_version (its /v1/models card) is the pin: an unpinned block must be refused
     # (TOKNAT-002), so probing without it would never find the capability.
     version = tokenizer_version(target)
@@ -465,5 +495,5 @@ def _probe_token_native(c: httpx.Client, caps: Capabilities, target: Target) -> 
 
 def tokenizer_version(target: Target) -> str | None:
     """The target's ``tokenizer_version`` from the card of its model on ``/v1/models``, if it reports one."""
-    version = model_card(target.url, PROBE_TIMEOUT, target.model).get("tokenizer_version")
+    version = model_card(target.url, target.transport, model=target.model).get("tokenizer_version")
     return version if isinstance(version, str) and version else None

@@ -7,11 +7,13 @@ target's own ``/tokenize`` and ``/detokenize`` (so the suite needs nothing but a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 import httpx
+
+from tokenspec.transport import Transport
 
 
 @dataclass(frozen=True)
@@ -24,16 +26,18 @@ class Target:
     timeout: float
     max_examples: int
     seed: int
+    transport: Transport = field(default_factory=Transport)
 
     @property
     def generate_url(self) -> str:
         return self.engine_url or self.url
 
 
-def model_card(url: str, timeout: float, model: str | None = None) -> dict:
+def model_card(url: str, transport: Transport, role: str = "target", model: str | None = None) -> dict:
     """The ``/v1/models`` card of ``model`` (or the first card) at ``url``; ``{}`` when there is none."""
     try:
-        cards = httpx.get(f"{url}/v1/models", timeout=timeout).json()["data"]
+        with transport.client(role) as client:
+            cards = client.get(f"{url}/v1/models").json()["data"]
     except (httpx.HTTPError, ValueError, KeyError, TypeError):
         return {}
     cards = [c for c in cards if isinstance(c, dict)] if isinstance(cards, list) else []
@@ -41,9 +45,9 @@ def model_card(url: str, timeout: float, model: str | None = None) -> dict:
     return card or {}
 
 
-def card_max_model_len(url: str, timeout: float) -> int | None:
+def card_max_model_len(url: str, transport: Transport, role: str = "target") -> int | None:
     """``max_model_len`` from the first ``/v1/models`` card at ``url``, if the server reports one."""
-    value = model_card(url, timeout).get("max_model_len")
+    value = model_card(url, transport, role).get("max_model_len")
     return value if isinstance(value, int) else None
 
 
@@ -121,7 +125,7 @@ class Codec:
             return {**folder_facts(self._local, self._folder_config), "source": "the model folder"}
         from tokenspec.golden_cases import golden_of_fingerprint
 
-        version = model_card(self.target.url, self.target.timeout, self.target.model).get("tokenizer_version")
+        version = model_card(self.target.url, self.target.transport, model=self.target.model).get("tokenizer_version")
         golden = golden_of_fingerprint(str(version or ""))
         if golden is None or not golden.get("tokenizer"):
             return {"eos_ids": [], "special": {}, "source": ""}
@@ -157,7 +161,8 @@ class Codec:
 
     def _remote(self, path: str, body: dict) -> dict:
         try:
-            resp = httpx.post(f"{self.target.url}{path}", json=body, timeout=self.target.timeout)
+            with self.target.transport.client() as client:
+                resp = client.post(f"{self.target.url}{path}", json=body)
         except httpx.HTTPError as exc:
             raise CodecUnavailable(f"{path} failed: {exc}") from None
         if resp.status_code != 200:

@@ -191,16 +191,16 @@ def test_bound_violation_message_states_limit_and_value(api, target, codec, max_
 def test_oversized_body_refused_from_its_declared_length(request, target, name) -> None:
     """Declare a 64 MiB body, send 1 KiB of it, and wait: a server that checks Content-Length answers at once;
     one that reads (and would parse) the whole body first is still waiting when the test gives up."""
-    import socket
     from urllib.parse import urlsplit
 
     client, path = endpoint(request, name)
     client.check_route("POST", path)
     note_server(request.node, client.role, client.base_url)
     url = urlsplit(client.base_url)
-    head = (f"POST {path} HTTP/1.1\r\nHost: {url.hostname}\r\nContent-Type: application/json\r\n"
+    extra = "".join(f"{k}: {v}\r\n" for k, v in client.transport.access[client.role].request_headers().items())
+    head = (f"POST {url.path}{path} HTTP/1.1\r\nHost: {url.netloc}\r\nContent-Type: application/json\r\n{extra}"
             f"Content-Length: {OVERSIZED}\r\nConnection: close\r\n\r\n").encode()
-    with socket.create_connection((url.hostname, url.port or 80), timeout=5) as sock:
+    with client.transport.connect(client.base_url, timeout=5) as sock:
         sock.sendall(head + OVERSIZED_SHAPES[name][0] + b"a" * 1024)
         try:
             answer = sock.recv(4096)

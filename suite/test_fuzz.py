@@ -23,9 +23,10 @@ from jsonschema.exceptions import best_match
 
 from tokenspec.specs.openapi import SPEC_DIR, load_document
 from tokenspec.suite.client import RecordedRequest, check_schema
-from tokenspec.suite.gating import GET_ROLES
+from tokenspec.suite.gating import GET_ROLES, not_tested
 from tokenspec.suite.plugin import note_server
 from tokenspec.suite.schemas import SchemaViolation
+from tokenspec.transport import EXHAUSTED
 
 DOCUMENTS = ("render.yaml", "derender.yaml", "generate.yaml", "utilities.yaml")
 MAX_REPORTED = 5
@@ -88,7 +89,7 @@ def _violates(validator, body: Any) -> bool:
     return next(iter(validator.iter_errors(body)), None) is not None
 
 
-def _wire(case, base_url: str) -> RecordedRequest:
+def _wire(case, base_url: str, shown: tuple[tuple[str, str], ...] = ()) -> RecordedRequest:
     """The request exactly as it goes on the wire: the body serialised here, once, so the reproduction that
     is printed is byte for byte what was sent (invalid bytes included, never a sanitised rendering)."""
     import json
@@ -103,7 +104,7 @@ def _wire(case, base_url: str) -> RecordedRequest:
         data = kwargs["data"]
         content = data if isinstance(data, bytes) else str(data).encode()
     url = str(httpx.URL(kwargs["url"], params=kwargs.get("params") or None))
-    return RecordedRequest(kwargs["method"], url, content, headers.get("content-type"))
+    return RecordedRequest(kwargs["method"], url, content, headers.get("content-type"), headers=shown)
 
 
 def _send(http: httpx.Client, wire: RecordedRequest) -> httpx.Response:
@@ -135,7 +136,9 @@ def test_fuzz_operation(request, target, capabilities, document, method, path, m
         if len(failures) < MAX_REPORTED:
             failures.append(f"{problem}\n    {wire.curl()}")
 
-    with httpx.Client(timeout=target.timeout) as http:
+    throttled = 0
+    shown = tuple(target.transport.shown_headers(base))
+    with target.transport.client(base) as http:
 
         @seed(target.seed)
         @settings(
@@ -148,11 +151,11 @@ def test_fuzz_operation(request, target, capabilities, document, method, path, m
         )
         @given(case=operation.as_strategy(generation_mode=GenerationMode(mode)))
         def run(case) -> None:
-            nonlocal sent
+            nonlocal sent, throttled
             if case.body is not None and not isinstance(case.body, bytes):
                 case.body = _bounded(path, case.body)
             sent += 1
-            wire = _wire(case, base_url)
+            wire = _wire(case, base_url, shown)
             try:
                 resp = _send(http, wire)
             except httpx.TimeoutException:
@@ -160,6 +163,9 @@ def test_fuzz_operation(request, target, capabilities, document, method, path, m
                 return
             except httpx.HTTPError as exc:
                 record(wire, f"transport error {type(exc).__name__}: {exc}")
+                return
+            if EXHAUSTED in resp.extensions:
+                throttled += 1  # still rate limited after every retry: this case judged nothing
                 return
             if resp.status_code == 501 and _unsupported_role(capabilities, base, method, path, case.body):
                 return  # a 501 for a role the probe found unsupported by its 501 is that absence, not a fault
@@ -179,6 +185,8 @@ def test_fuzz_operation(request, target, capabilities, document, method, path, m
 
         run()
     assert sent, "schemathesis generated no case"
+    if throttled == sent:
+        not_tested(f"every one of the {sent} fuzzed requests was still rate limited (429/503) after its retries")
     assert not failures, (
         f"{method} {path} ({mode}, seed {target.seed}): {len(failures)} failing case(s), first ones:\n  "
         + "\n  ".join(failures)

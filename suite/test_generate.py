@@ -26,7 +26,7 @@ def prompt(api, target) -> list[int]:
 @pytest.fixture(scope="session")
 def engine_context(target, max_model_len) -> int:
     """The engine's own context length (its /v1/models card), which may differ from the render target's."""
-    reported = card_max_model_len(target.generate_url, target.timeout)
+    reported = card_max_model_len(target.generate_url, target.transport, "engine" if target.engine_url else "target")
     return max_model_len if reported is None else reported
 
 

@@ -25,13 +25,14 @@ def _cases(config: pytest.Config) -> list:
     """The golden file of the model folder's fingerprint; without a folder, of the fingerprint the target itself
     reports as its ``tokenizer_version`` (a claim its render and derender answers then have to bear out)."""
     from tokenspec.golden_cases import find_golden, golden_of_fingerprint
+    from tokenspec.suite.fixtures import transport_from_config
     from tokenspec.suite.target import model_card
 
     tokenizer = config.getoption("--tokenspec-tokenizer", default=None)
     if tokenizer:
         golden = find_golden(Path(tokenizer))
     elif url := config.getoption("--tokenspec-target", default=None):
-        card = model_card(url, 10.0, config.getoption("--tokenspec-model", default=None))
+        card = model_card(url, transport_from_config(config), model=config.getoption("--tokenspec-model", default=None))
         golden = golden_of_fingerprint(str(card.get("tokenizer_version") or ""))
     else:
         golden = None

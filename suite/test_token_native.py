@@ -12,7 +12,6 @@ the target.
 
 from __future__ import annotations
 
-import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -31,7 +30,8 @@ def server_version(target) -> str:
     """The target's tokenizer_version, from its /v1/models card (how clients discover it, TOKNAT-008).
 
     Function-scoped on purpose: the plugin's unsupported check (an autouse function fixture) must run first."""
-    cards = httpx.get(f"{target.url}/v1/models", timeout=target.timeout).json()["data"]
+    with target.transport.client() as client:
+        cards = client.get(f"{target.url}/v1/models").json()["data"]
     card = next((c for c in cards if c.get("id") == target.model), None)
     assert card is not None, f"/v1/models has no card for {target.model}"
     version = card.get("tokenizer_version")

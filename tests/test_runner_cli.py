@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -207,22 +208,31 @@ def test_serve_frontend_announces_itself_and_logs_refusals_in_one_line(tiny_mode
     assert all(re.search(r" POST /\S+ -> 4\d\d: \S", line) for line in refusals), refusals
 
 
-def test_the_replay_command_names_everything_that_decides_the_verdict(tmp_path: Path) -> None:
+def test_the_replay_command_names_everything_that_decides_the_verdict(tmp_path: Path, monkeypatch) -> None:
+    from tokenspec.config import RunConfig
     from tokenspec.runner import pytest_args
 
+    monkeypatch.setenv("REF_KEY", "sk-reference-secret")
+    monkeypatch.setenv("TENANT", "blue")
     args = build_parser().parse_args(["run", "--target", "http://127.0.0.1:8000/", "--reference", "http://r:1",
                                       "--model", "m", "--tokenizer", "models/tiny", "--expectations", "e.yaml",
                                       "--profile", "p.yaml", "--seed", "7", "--level", "should",
-                                      "--max-examples", "3", "-n", "2"])
-    argv = pytest_args(args, tmp_path)
+                                      "--max-examples", "3", "-n", "2", "--timeout", "engine=90",
+                                      "--api-key-env", "reference=REF_KEY", "--header", "X-Tenant: $TENANT",
+                                      "--max-rps", "5"])
+    config = RunConfig.from_args(args)
+    argv = pytest_args(config, tmp_path, 7)
     command = argv[argv.index("--tokenspec-command") + 1]
     assert command == ("tokenspec run --target http://127.0.0.1:8000 --reference http://r:1 --model m"
                        " --tokenizer models/tiny --expectations e.yaml --profile p.yaml --seed 7 --level should"
-                       " --max-examples 3")
-    parsed = build_parser().parse_args([*command.split()[1:], "-k", "test_a"])
+                       " --max-examples 3 --api-key-env reference=REF_KEY --header 'X-Tenant: $TENANT'"
+                       " --timeout engine=90 --max-rps 5")
+    parsed = build_parser().parse_args([*shlex.split(command)[1:], "-k", "test_a"])
     assert (parsed.seed, parsed.level, parsed.max_examples, parsed.keyword) == (7, "should", 3, "test_a"), \
         "the command parses back, and a report's appended -k selects one test"
-    args.seed = None
-    argv = pytest_args(args, tmp_path)
-    seed = argv[argv.index("--tokenspec-seed") + 1]
-    assert f"--seed {seed} " in argv[argv.index("--tokenspec-command") + 1], "a random seed is recorded as chosen"
+    assert RunConfig.from_args(parsed).transport == config.transport, "the transport survives the round trip"
+    assert "--tokenspec-api-key-env" in argv and "--tokenspec-max-rps" in argv, "the plugin gets the transport"
+    assert not any("sk-reference-secret" in part or "blue" in part for part in argv), "names travel, never values"
+    monkeypatch.delenv("REF_KEY")
+    with pytest.raises(UsageError, match="REF_KEY"):
+        RunConfig.from_args(args)

@@ -69,8 +69,11 @@ def _spec_lint(args: argparse.Namespace) -> int:
 def _spec_drift(args: argparse.Namespace) -> int:
     from tokenspec.specs.drift import drift
     from tokenspec.target import normalise_url
+    from tokenspec.transport import Transport
 
-    report = drift(normalise_url(args.target), timeout=args.timeout)
+    transport = Transport.from_flags(api_key_env=args.api_key_env or (), header=args.header or (),
+                                     ca_bundle=args.ca_bundle, insecure=args.insecure)
+    report = drift(normalise_url(args.target), timeout=args.timeout, transport=transport)
     text = report.to_markdown()
     if args.out:
         import json
@@ -92,6 +95,7 @@ def _run(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     if args.what == "frontend":
         from tokenspec.harness.frontend.app import serve
+        from tokenspec.harness.frontend.auth import digests_from_env
         from tokenspec.harness.frontend.config import FrontendConfig
 
         if args.model is None:
@@ -105,6 +109,7 @@ def _serve(args: argparse.Namespace) -> int:
             max_model_len=args.max_model_len,
             max_concurrency=args.max_concurrency,
             text_filter=args.text_filter,
+            api_key_digests=digests_from_env(args.api_key_env) if args.api_key_env else (),
         )
         serve(config, host=args.host, port=args.port)
         return 0
@@ -317,7 +322,10 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-n", "--workers", default="2", help="parallel workers (pytest-xdist), or 0 for none")
     p.add_argument("-k", dest="keyword", metavar="EXPR", help="only tests matching this pytest -k expression")
     p.add_argument("--seed", type=int, help="hypothesis/schemathesis seed (default: random, printed by every run)")
-    p.add_argument("--timeout", type=float, default=30.0, help="per-request timeout in seconds")
+    p.add_argument("--timeout", action="append", metavar="[ROLE=]SECONDS",
+                   help="request timeout; ROLE is target, engine or reference, none for every role; repeatable"
+                        " (default: target=30 engine=60 reference=60)")
+    add_transport_arguments(p)
     p.add_argument("--max-examples", type=int, default=25, help="hypothesis examples per property test")
     p.add_argument("--no-shrink", action="store_true",
                    help="report a property test's first failing example without shrinking it (a faster verdict, "
@@ -325,6 +333,22 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--require-judged", choices=["must", "should", "may"], metavar="LEVEL",
                    help="fail the run (exit 1) when a requirement of LEVEL or stronger that this run's tests cite"
                         " was never judged (each of its tests not tested or broken); must, should or may")
+
+
+def add_transport_arguments(p: argparse.ArgumentParser) -> None:
+    """Credentials, TLS and rate flags of every command that talks to a server (tokenspec/transport.py)."""
+    p.add_argument("--api-key-env", action="append", metavar="[ROLE=]NAME",
+                   help="environment variable holding the API key, sent as `Authorization: Bearer`; ROLE is"
+                        " target, engine or reference (none: every role; ROLE= with no name: no key for it);"
+                        " repeatable (default: TOKENSPEC_API_KEY, when it is set)")
+    p.add_argument("--header", action="append", metavar="[ROLE=]'NAME: VALUE'",
+                   help="extra request header; VALUE may be $ENV_VAR (keep secrets there: reports show the"
+                        " variable, never its value); repeatable")
+    p.add_argument("--ca-bundle", metavar="FILE", help="PEM file of the CA(s) that sign the servers' TLS certificates")
+    p.add_argument("--insecure", action="store_true",
+                   help="do not verify TLS certificates (the report's headline says so)")
+    p.add_argument("--max-concurrency", type=int, metavar="N", help="at most N requests in flight, whole run")
+    p.add_argument("--max-rps", type=float, metavar="R", help="at most R requests started per second, whole run")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -409,6 +433,7 @@ def build_parser() -> argparse.ArgumentParser:
     drift.add_argument("--target", required=True, metavar="URL", help="base URL of the server")
     drift.add_argument("--out", metavar="PATH", help="write PATH.md and PATH.json")
     drift.add_argument("--timeout", type=float, default=10.0, help="request timeout in seconds")
+    add_transport_arguments(drift)
     drift.set_defaults(handler=_spec_drift)
 
     run = _command(
@@ -452,6 +477,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "a built-in name or an import path to a callable (text) -> reason|None "
                             "(default: pass-through)")
     serve.add_argument("--flavour", choices=["auto", "cpu", "cuda"], default="auto", help="which vLLM build to run")
+    serve.add_argument("--api-key-env", metavar="NAME",
+                       help="protect the frontend's /v1 and /inference routes (as vLLM's --api-key does) with the"
+                            " key(s) in environment variable NAME (comma-separated); /health, /tokenize,"
+                            " /detokenize and /version stay open")
     serve.set_defaults(handler=_serve)
 
     vllm = _command(
@@ -483,6 +512,7 @@ def build_parser() -> argparse.ArgumentParser:
     parity.add_argument("--cases", type=int, default=40, help="number of generated cases")
     parity.add_argument("--seed", type=int, default=0, help="case generator seed")
     parity.add_argument("--timeout", type=float, default=60.0, help="request timeout in seconds")
+    add_transport_arguments(parity)
     parity.set_defaults(handler=_parity)
 
     bench = _command(

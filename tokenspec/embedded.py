@@ -10,30 +10,27 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tokenspec.config import RunConfig
 from tokenspec.harness.implementations.reference import PROFILE, ReferenceServer, default_model
 from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
+from tokenspec.runner import run
 
 
 def run_embedded(args: argparse.Namespace) -> int:
-    from tokenspec.cli import build_parser
-    from tokenspec.runner import run_from_args
-
     model_dir = default_model(Path(args.work) if args.work else None)
     print(f"tiny model: {model_dir}", flush=True)
     with ReferenceServer(model_dir, DEFAULT_MODEL_NAME) as server:
         assert server.frontend is not None and server.engine is not None
         print(f"reference server: frontend {server.frontend.url}, vLLM engine {server.engine.url}", flush=True)
-        run_args = build_parser().parse_args([
-            "run",
-            "--target", server.frontend.url,  # render, derender, utilities and the checked generate route
-            "--reference", server.engine.url,  # vLLM's standard coupled endpoints
-            "--tokenizer", str(model_dir),
-            "--model", DEFAULT_MODEL_NAME,
-            "--report", args.report,
-            "-n", str(args.workers),
-            "--max-examples", str(args.max_examples),
-            *(["--seed", str(args.seed)] if args.seed is not None else []),
+        return run(RunConfig(
+            target=server.frontend.url,  # render, derender, utilities and the checked generate route
+            reference=server.engine.url,  # vLLM's standard coupled endpoints
+            tokenizer=str(model_dir),
+            model=DEFAULT_MODEL_NAME,
+            report=args.report,
+            workers=str(args.workers),
+            max_examples=args.max_examples,
+            seed=args.seed,
             # What the reference server declares (from a source checkout); PROFILE-001 checks each claim.
-            *(["--profile", str(PROFILE)] if PROFILE.is_file() else []),
-        ])
-        return run_from_args(run_args)
+            profile=str(PROFILE) if PROFILE.is_file() else None,
+        ))

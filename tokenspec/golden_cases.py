@@ -9,6 +9,7 @@ token IDs would legitimately differ.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -34,12 +35,14 @@ def _eos(model_dir: Path) -> str | None:
     return eos.get("content") if isinstance(eos, dict) else eos
 
 
+#: Cases added to the hand-written ones: (render oracle, model name, disagreements to append to) -> cases.
+Corpus = Callable[[Any, str, list[str]], list[dict[str, Any]]]
+
+
 def build_golden(model_dir: Path, out_dir: Path = GOLDEN_DIR, *, family: str | None = None,
-                 vllm_url: str | None = None, conversations: int = 0) -> Path:
-    """Write the golden file of ``model_dir``: the hand-written cases, plus (``conversations`` > 0) the
-    generated corpus of ``tokenspec.golden_corpus`` (chat derender cases need ``vllm_url``, a vLLM render
-    server on the same folder with the family's parsers). Disagreements between oracles are listed in the file
-    and printed."""
+                 corpus: Corpus | None = None) -> Path:
+    """Write the golden file of ``model_dir``: the hand-written cases, plus the ``corpus`` (the generated cases
+    of ``tokenspec.golden_corpus``). Disagreements between oracles are listed in the file and printed."""
     from tokenizers import Tokenizer
 
     model_dir = Path(model_dir)
@@ -66,14 +69,8 @@ def build_golden(model_dir: Path, out_dir: Path = GOLDEN_DIR, *, family: str | N
                       "output": output, "shape": case.get("shape"), "like": case.get("like"),
                       "variant": case["variant"], "token_ids": ids})
     disagreements: list[str] = []
-    if conversations:
-        from tokenspec import golden_corpus
-
-        model = _model_name(model_dir)
-        cases += golden_corpus.render_cases(oracle, model, vllm_url, conversations, disagreements)
-        cases += golden_corpus.completions_cases(oracle)
-        if vllm_url and family:
-            cases += golden_corpus.derender_cases(oracle, model, family, vllm_url, disagreements)
+    if corpus is not None:
+        cases += corpus(oracle, _model_name(model_dir), disagreements)
     for note in disagreements:
         print(f"golden: disagreement: {note}")
     target = out_dir / _model_name(model_dir) / f"{fingerprint}.json"

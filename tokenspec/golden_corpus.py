@@ -19,11 +19,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from tokenspec.harness.models.families import FAMILY_PARSERS
 from tokenspec.suite.builders import TOOL
 from tokenspec.suite.render_oracle import RenderOracle
+from tokenspec.transport import Transport
 
 _CALL = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
 _CALL2 = '{"name": "get_weather", "arguments": {"city": "Oslo"}}'
@@ -84,7 +83,8 @@ def _post(url: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
         body = {**body, "model": served}
         if "chat_request" in body:
             body["chat_request"] = {**body["chat_request"], "model": served}
-    response = httpx.post(f"{url}{path}", json=body, timeout=60)
+    with Transport().client(timeout=60) as client:
+        response = client.post(f"{url}{path}", json=body)
     return response.status_code, response.json()
 
 
@@ -230,5 +230,10 @@ def family_golden(family: str, model_dir: Path | None, out_dir: Path, *, vllm_ur
                                                     extra_args=vllm.parser_args(tool, reasoning))
     with server if server is not None else nullcontext():
         url = vllm_url or server.url  # type: ignore[union-attr]
-        path = build_golden(folder, out_dir, family=family, vllm_url=url, conversations=conversations)
+
+        def corpus(oracle: RenderOracle, model: str, disagreements: list[str]) -> list[dict[str, Any]]:
+            return [*render_cases(oracle, model, url, conversations, disagreements), *completions_cases(oracle),
+                    *derender_cases(oracle, model, family, url, disagreements)]
+
+        path = build_golden(folder, out_dir, family=family, corpus=corpus)
     return path, len(json.loads(path.read_text())["disagreements"])

@@ -25,7 +25,8 @@ import httpx
 from tokenspec.compare import chat_view, completion_view
 from tokenspec.errors import UsageError
 from tokenspec.samples import WEATHER_TOOL as TOOL
-from tokenspec.target import check_reachable, normalise_url, served_model
+from tokenspec.target import check_access, check_reachable, normalise_url, served_model
+from tokenspec.transport import Transport
 
 FIELDS = ("token_ids", "content", "reasoning", "tool_calls", "text", "finish_reason", "usage", "logprobs")
 
@@ -88,9 +89,9 @@ class CaseResult:
 class Server:
     """One side of the comparison; remembers whether it accepts vLLM's ``return_token_ids``."""
 
-    def __init__(self, url: str, timeout: float) -> None:
+    def __init__(self, url: str, transport: Transport, role: str) -> None:
         self.url = url
-        self.client = httpx.Client(base_url=url, timeout=timeout)
+        self.client = transport.client(role, url)
         self.token_ids = True
 
     def ask(self, case: Case) -> dict[str, Any]:
@@ -203,13 +204,16 @@ model <code>{esc(report['model'])}</code>, {report['cases']} cases (seed {report
 """
 
 
-def run_parity(a_url: str, b_url: str, model: str | None, cases: int, seed: int, timeout: float
-               ) -> dict[str, Any]:
+def run_parity(a_url: str, b_url: str, model: str | None, cases: int, seed: int,
+               transport: Transport | None = None) -> dict[str, Any]:
+    """A is sent with the target role's credentials, B with the reference role's (``--api-key-env reference=``)."""
+    transport = transport or Transport()
     a_url, b_url = normalise_url(a_url), normalise_url(b_url)
-    for url in (a_url, b_url):
-        check_reachable(url)
-    model = model or served_model(a_url)
-    a, b = Server(a_url, timeout), Server(b_url, timeout)
+    for url, role in ((a_url, "target"), (b_url, "reference")):
+        check_reachable(url, transport, role)
+        check_access(url, transport, role)
+    model = model or served_model(a_url, transport)
+    a, b = Server(a_url, transport, "target"), Server(b_url, transport, "reference")
     results = [compare_case(case, a, b) for case in generate_cases(model, cases, seed)]
     return to_json(a_url, b_url, model, seed, results)
 
@@ -217,7 +221,11 @@ def run_parity(a_url: str, b_url: str, model: str | None, cases: int, seed: int,
 def parity_from_args(args: argparse.Namespace) -> int:
     if args.cases < 1:
         raise UsageError("--cases must be at least 1")
-    report = run_parity(args.a, args.b, args.model, args.cases, args.seed, args.timeout)
+    transport = Transport.from_flags(api_key_env=args.api_key_env or (), header=args.header or (),
+                                     timeout=[str(args.timeout)], ca_bundle=args.ca_bundle, insecure=args.insecure,
+                                     max_concurrency=args.max_concurrency, max_rps=args.max_rps)
+    report = json.loads(transport.redact(json.dumps(run_parity(args.a, args.b, args.model, args.cases, args.seed,
+                                                               transport))))
     for name, v in report["agreement"].items():
         print(f"{name:14} agree {v['agree']:3}  disagree {v['disagree']:3}  n/a {v['not_comparable']:3}"
               f"  {_rate(v['rate'])}")

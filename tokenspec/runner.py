@@ -11,18 +11,18 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import shlex
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
+from tokenspec.config import RunConfig
 from tokenspec.errors import UsageError
-from tokenspec.target import check_model_served, check_reachable, normalise_url, served_model
+from tokenspec.target import check_access, check_model_served, check_reachable, served_model
 
 
-def pytest_args(args: argparse.Namespace, report_dir: Path) -> list[str]:
+def pytest_args(config: RunConfig, report_dir: Path, seed: int) -> list[str]:
     from tokenspec.suite.plugin import SUITE_DIR
 
-    target = normalise_url(args.target)
     out = [
         str(SUITE_DIR),
         "--rootdir",
@@ -35,7 +35,7 @@ def pytest_args(args: argparse.Namespace, report_dir: Path) -> list[str]:
         # The runner imports the plugin module before pytest does; its asserts need no rewriting.
         "-W",
         "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning",
-        # Plugins are named, not autoloaded (PYTEST_DISABLE_PLUGIN_AUTOLOAD, set by run_from_args): an autoloaded
+        # Plugins are named, not autoloaded (PYTEST_DISABLE_PLUGIN_AUTOLOAD, set by run): an autoloaded
         # plugin's whole distribution is assertion-rewritten, and with the suite's assertion-pass hook every
         # passing assert inside hypothesis then formats its operands (40x slower fuzzing).
         "-p",
@@ -45,67 +45,37 @@ def pytest_args(args: argparse.Namespace, report_dir: Path) -> list[str]:
         "-p",
         "_hypothesis_pytestplugin",
         "--tokenspec-target",
-        target,
+        config.target,
         "--tokenspec-report",
         str(report_dir),
         "--tokenspec-level",
-        args.level,
-        "--tokenspec-timeout",
-        str(args.timeout),
+        config.level,
         "--tokenspec-max-examples",
-        str(args.max_examples),
+        str(config.max_examples),
     ]
     for flag, value in (
-        ("--tokenspec-engine", args.engine and normalise_url(args.engine)),
-        ("--tokenspec-reference", args.reference and normalise_url(args.reference)),
-        ("--tokenspec-model", args.model),
-        ("--tokenspec-tokenizer", args.tokenizer),
-        ("--tokenspec-expectations", args.expectations),
-        ("--tokenspec-profile", args.profile),
+        ("--tokenspec-engine", config.engine),
+        ("--tokenspec-reference", config.reference),
+        ("--tokenspec-model", config.model),
+        ("--tokenspec-tokenizer", config.tokenizer),
+        ("--tokenspec-expectations", config.expectations),
+        ("--tokenspec-profile", config.profile),
     ):
         if value:
             out += [flag, value]
+    # The transport travels as its own flags (variable names, never secrets), each under the plugin's prefix.
+    out += [f"--tokenspec-{flag[2:]}" if flag.startswith("--") else flag for flag in config.transport.flags()]
     # One seed drives hypothesis (every property test) and schemathesis; it is printed in the report header
     # and recorded in report.json, and `--seed` replays the same examples.
-    seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     out += ["--tokenspec-seed", str(seed), f"--hypothesis-seed={seed}"]
-    out += ["--tokenspec-command", replay_command(args, seed)]
-    if str(args.workers) not in ("0", "1"):
-        out += ["-n", str(args.workers), "--dist", "loadgroup"]
-    if args.keyword:
-        out += ["-k", args.keyword]
-    if args.no_shrink:
+    out += ["--tokenspec-command", config.replay_command(seed)]
+    if config.workers not in ("0", "1"):
+        out += ["-n", config.workers, "--dist", "loadgroup"]
+    if config.keyword:
+        out += ["-k", config.keyword]
+    if config.no_shrink:
         out += ["--tokenspec-no-shrink"]
     return out
-
-
-def replay_command(args: argparse.Namespace, seed: int) -> str:
-    """The ``tokenspec run`` command that replays this run: same servers, model, files, seed, level and examples.
-
-    Paths are kept as given (relative to where the run was started). A report appends ``-k NAME`` to replay
-    one test: argparse keeps the last ``-k``, so it overrides the run's own.
-    """
-    parts = ["tokenspec", "run", "--target", normalise_url(args.target)]
-    for flag, value in (
-        ("--engine", args.engine and normalise_url(args.engine)),
-        ("--reference", args.reference and normalise_url(args.reference)),
-        ("--model", args.model),
-        ("--tokenizer", args.tokenizer),
-        ("--expectations", args.expectations),
-        ("--profile", args.profile),
-    ):
-        if value:
-            parts += [flag, str(value)]
-    parts += ["--seed", str(seed), "--level", args.level, "--max-examples", str(args.max_examples)]
-    if args.timeout != 30.0:
-        parts += ["--timeout", str(args.timeout)]
-    if args.no_shrink:
-        parts.append("--no-shrink")
-    if getattr(args, "require_judged", None):
-        parts += ["--require-judged", args.require_judged]
-    if args.keyword:
-        parts += ["-k", args.keyword]
-    return shlex.join(parts)
 
 
 def _prepare_pytest_environment() -> None:
@@ -122,28 +92,41 @@ def _prepare_pytest_environment() -> None:
 
 
 def run_from_args(args: argparse.Namespace) -> int:
-    import pytest
+    return run(RunConfig.from_args(args))
 
-    target = normalise_url(args.target)
-    for url in filter(None, (target, args.engine, args.reference)):
-        check_reachable(normalise_url(url))
-    if args.model is None:
-        args.model = served_model(target)
+
+def check_servers(config: RunConfig) -> RunConfig:
+    """Every URL answers, the credentials are accepted, the model is served: else one line and exit 2."""
+    transport = config.transport
+    for role, url in config.urls().items():
+        check_reachable(url, transport, role)
+    for role, url in config.urls().items():
+        check_access(url, transport, role)
+    if config.model is None:
+        config = replace(config, model=served_model(config.target, transport))
     else:
-        check_model_served(target, args.model)
-    if args.tokenizer and not (Path(args.tokenizer) / "tokenizer.json").exists():
-        raise UsageError(f"--tokenizer {args.tokenizer}: no tokenizer.json in that folder")
-    if args.expectations:
+        check_model_served(config.target, config.model, transport)
+    if config.tokenizer and not (Path(config.tokenizer) / "tokenizer.json").exists():
+        raise UsageError(f"--tokenizer {config.tokenizer}: no tokenizer.json in that folder")
+    if config.expectations:
         from tokenspec.suite.expectations import load_expectations
 
-        load_expectations(args.expectations)
-    if args.profile:
+        load_expectations(config.expectations)
+    if config.profile:
         from tokenspec.suite.profile import load_profile
 
-        load_profile(args.profile)
-    report_dir = Path(args.report) if args.report else Path(tempfile.mkdtemp(prefix="tokenspec-"))
+        load_profile(config.profile)
+    return config
+
+
+def run(config: RunConfig) -> int:
+    import pytest
+
+    config = check_servers(config)
+    report_dir = Path(config.report) if config.report else Path(tempfile.mkdtemp(prefix="tokenspec-"))
     _prepare_pytest_environment()
-    code = pytest.main(pytest_args(args, report_dir))
+    seed = config.seed if config.seed is not None else random.randrange(1 << 31)
+    code = pytest.main(pytest_args(config, report_dir, seed))
     report = report_dir / "report.json"
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or not report.exists():
         raise UsageError(f"the suite could not run (pytest exit code {int(code)}); see the output above")
@@ -168,8 +151,8 @@ def run_from_args(args: argparse.Namespace) -> int:
             if ids:
                 print(f"  {level} {len(ids)}: {', '.join(ids[:12])}{' ...' if len(ids) > 12 else ''}")
     code = exit_code(tests)
-    if getattr(args, "require_judged", None) and (gaps := blind(tests, args.require_judged)):
-        print(f"tokenspec: FAIL (--require-judged {args.require_judged}): {len(gaps)} requirement(s) cited by this"
+    if config.require_judged and (gaps := blind(tests, config.require_judged)):
+        print(f"tokenspec: FAIL (--require-judged {config.require_judged}): {len(gaps)} requirement(s) cited by this"
               f" run's tests were never judged: {', '.join(u.id for u in gaps[:12])}"
               f"{' ...' if len(gaps) > 12 else ''}")
         code = 1

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from tokenspec.errors import UsageError
+from tokenspec.transport import DEFAULT_API_KEY_ENV, Transport
 
 #: First path segments of the routes the suite calls: a base URL that contains one is a route, not a base.
 ROUTE_ROOTS = frozenset({"v1", "inference"})
@@ -36,19 +37,47 @@ def normalise_url(url: str) -> str:
     return url.strip().rstrip("/")
 
 
-def check_reachable(url: str, timeout: float = 5.0) -> None:
+def check_reachable(url: str, transport: Transport | None = None, role: str = "target", timeout: float = 5.0) -> None:
     """Raise UsageError unless something answers HTTP at ``url`` (any status counts as an answer)."""
     try:
-        with httpx.Client(timeout=timeout) as client:
+        with (transport or Transport()).client(role, timeout=timeout) as client:
             client.get(f"{url}/health")
     except httpx.HTTPError as exc:
-        raise UsageError(f"target {url} is unreachable: {type(exc).__name__}: {exc}") from None
+        raise UsageError(f"{role} {url} is unreachable: {type(exc).__name__}: {_tls_hint(exc)}") from None
 
 
-def check_model_served(url: str, model: str, timeout: float = 10.0) -> None:
+def _tls_hint(exc: httpx.HTTPError) -> str:
+    text = str(exc)
+    if "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text:
+        return f"{text} (pass --ca-bundle FILE with the server's CA, or --insecure)"
+    return text
+
+
+#: The flag that gives each role its key.
+KEY_FLAG = {"target": "--api-key-env NAME", "engine": "--api-key-env engine=NAME",
+            "reference": "--api-key-env reference=NAME"}
+
+
+def check_access(url: str, transport: Transport, role: str = "target", timeout: float = 10.0) -> None:
+    """A 401 or 403 from ``GET /v1/models`` stops the run before any test: every answer would be a refusal."""
+    try:
+        with transport.client(role, timeout=timeout) as client:
+            status = client.get(f"{url}/v1/models").status_code
+    except httpx.HTTPError:
+        return
+    if status in (401, 403):
+        env = transport.access[role].api_key_env
+        sent = transport.access[role].api_key()
+        how = (f"the key in ${env} was refused" if sent else
+               f"no API key was sent (${env} is not set)" if env else "no API key was sent to it")
+        raise UsageError(f"{role} {url} answered {status} to GET /v1/models: {how}; put the key in an environment"
+                         f" variable and pass {KEY_FLAG[role]} (default {DEFAULT_API_KEY_ENV})")
+
+
+def check_model_served(url: str, model: str, transport: Transport | None = None, timeout: float = 10.0) -> None:
     """Refuse (one line) a --model the target's /v1/models does not list; a target without the list is trusted."""
     try:
-        with httpx.Client(timeout=timeout) as client:
+        with (transport or Transport()).client("target", timeout=timeout) as client:
             ids = [str(card["id"]) for card in client.get(f"{url}/v1/models").json()["data"]]
     except (httpx.HTTPError, ValueError, KeyError, TypeError):
         return
@@ -56,10 +85,10 @@ def check_model_served(url: str, model: str, timeout: float = 10.0) -> None:
         raise UsageError(f"--model {model} is not served by {url} (its /v1/models lists: {', '.join(ids)})")
 
 
-def served_model(url: str, timeout: float = 10.0) -> str:
+def served_model(url: str, transport: Transport | None = None, timeout: float = 10.0) -> str:
     """The first model id of ``GET /v1/models``; the suite's default model name."""
     try:
-        with httpx.Client(timeout=timeout) as client:
+        with (transport or Transport()).client("target", timeout=timeout) as client:
             resp = client.get(f"{url}/v1/models")
             resp.raise_for_status()
             data = resp.json()["data"]

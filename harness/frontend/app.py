@@ -180,6 +180,10 @@ def create_app(config: FrontendConfig) -> Starlette:
         ]
     app = Starlette(routes=routes)
     app.state.frontend = fe
+    if config.api_key_digests:
+        from tokenspec.harness.frontend.auth import ApiKeyGate
+
+        app.add_middleware(ApiKeyGate, digests=config.api_key_digests)
     return app
 
 

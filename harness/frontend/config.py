@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -26,6 +26,8 @@ class FrontendConfig:
     engine_timeout: float = 120.0
     max_concurrency: int | None = None  # gateway requests in flight before answering 503
     text_filter: str = "pass-through"  # safety hook: a built-in name or module:attribute (frontend/safety.py)
+    #: SHA-256 digests of the API keys that open /v1 and /inference (harness/frontend/auth.py); empty: open.
+    api_key_digests: tuple[bytes, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         from tokenspec.errors import UsageError

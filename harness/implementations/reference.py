@@ -30,7 +30,7 @@ MAX_MODEL_LEN = 2048  # the engine's and the frontend's context length must agre
 
 def frontend_process(model_dir: Path, served_model_name: str, engine_url: str | None, port: int = 0, *,
                      tool_parser: str | None = TOOL_PARSER, reasoning_parser: str | None = REASONING_PARSER,
-                     text_filter: str = "pass-through") -> ServerProcess:
+                     text_filter: str = "pass-through", api_key_env: str | None = None) -> ServerProcess:
     """The CPU frontend as a child process (``python -m tokenspec serve frontend``)."""
     cmd = [sys.executable, "-m", "tokenspec", "serve", "frontend", "--model", str(model_dir),
            "--served-model-name", served_model_name, "--port", "{port}",
@@ -40,6 +40,8 @@ def frontend_process(model_dir: Path, served_model_name: str, engine_url: str | 
         cmd += ["--engine", engine_url]
     if text_filter != "pass-through":
         cmd += ["--text-filter", text_filter]
+    if api_key_env:
+        cmd += ["--api-key-env", api_key_env]  # the child reads the key from the environment it inherits
     return ServerProcess("tokenspec frontend", cmd, port=port, startup_timeout=60.0)
 
 
@@ -54,6 +56,8 @@ class ReferenceServer:
     text_filter: str = "pass-through"
     tool_parser: str | None = TOOL_PARSER
     reasoning_parser: str | None = REASONING_PARSER
+    #: The frontend's /v1 and /inference routes need the key in this environment variable (the engine stays open).
+    api_key_env: str | None = None
     engine: vllm.VllmServer | None = field(default=None, init=False)
     frontend: ServerProcess | None = field(default=None, init=False)
 
@@ -65,7 +69,7 @@ class ReferenceServer:
             self.engine.start()
             self.frontend = frontend_process(self.model_dir, self.served_model_name, self.engine.url, self.port,
                                              tool_parser=self.tool_parser, reasoning_parser=self.reasoning_parser,
-                                             text_filter=self.text_filter)
+                                             text_filter=self.text_filter, api_key_env=self.api_key_env)
             self.frontend.start()
         except BaseException:
             self.stop()
@@ -95,8 +99,12 @@ def default_model(work: Path | None = None) -> Path:
 def serve_reference(args: argparse.Namespace) -> int:
     """``tokenspec serve``: run until Ctrl-C or SIGTERM, then stop everything that was started."""
     model_dir = Path(args.model) if args.model else default_model()
+    if args.api_key_env:
+        from tokenspec.harness.frontend.auth import digests_from_env
+
+        digests_from_env(args.api_key_env)  # an unset variable stops here, before the engine starts
     server = ReferenceServer(model_dir, args.served_model_name, args.port, args.flavour,
-                             text_filter=getattr(args, "text_filter", "pass-through"))
+                             text_filter=getattr(args, "text_filter", "pass-through"), api_key_env=args.api_key_env)
 
     def terminate(signum: int, frame: object) -> None:
         raise KeyboardInterrupt

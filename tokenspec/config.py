@@ -1,0 +1,89 @@
+"""One typed configuration of a suite run.
+
+The CLI builds a :class:`RunConfig` from its flags (:meth:`RunConfig.from_args`); the embedded job, the
+matrix and the mutants campaign build one directly. :meth:`RunConfig.cli_args` is the only way back to
+flags: the replay command a report prints, and the command line of a run started as a child process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from dataclasses import dataclass, field
+
+from tokenspec.target import normalise_url
+from tokenspec.transport import Transport
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    target: str
+    engine: str | None = None
+    reference: str | None = None
+    model: str | None = None
+    tokenizer: str | None = None
+    report: str | None = None
+    level: str = "may"
+    expectations: str | None = None
+    profile: str | None = None
+    workers: str = "2"
+    keyword: str | None = None
+    seed: int | None = None
+    max_examples: int = 25
+    no_shrink: bool = False
+    require_judged: str | None = None
+    transport: Transport = field(default_factory=Transport)
+
+    def __post_init__(self) -> None:
+        for name in ("target", "engine", "reference"):
+            if (url := getattr(self, name)) is not None:
+                object.__setattr__(self, name, normalise_url(url))
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> RunConfig:
+        """The flags of ``tokenspec run`` (``add_run_arguments``), checked."""
+        return cls(
+            target=args.target, engine=args.engine, reference=args.reference, model=args.model,
+            tokenizer=args.tokenizer, report=args.report, level=args.level, expectations=args.expectations,
+            profile=args.profile, workers=str(args.workers), keyword=args.keyword, seed=args.seed,
+            max_examples=args.max_examples, no_shrink=args.no_shrink, require_judged=args.require_judged,
+            transport=Transport.from_flags(api_key_env=args.api_key_env or (), header=args.header or (),
+                                           timeout=args.timeout or (), ca_bundle=args.ca_bundle,
+                                           insecure=args.insecure, max_concurrency=args.max_concurrency,
+                                           max_rps=args.max_rps),
+        )
+
+    @property
+    def generate_url(self) -> str:
+        return self.engine or self.target
+
+    def urls(self) -> dict[str, str]:
+        """The servers of this run by role."""
+        return {role: url for role, url in (("target", self.target), ("engine", self.engine),
+                                            ("reference", self.reference)) if url}
+
+    def cli_args(self, *, seed: int | None = None, report: bool = True) -> list[str]:
+        """The ``tokenspec run`` flags of this configuration (paths as given; secrets only by variable name)."""
+        parts = ["--target", self.target]
+        for flag, value in (("--engine", self.engine), ("--reference", self.reference), ("--model", self.model),
+                            ("--tokenizer", self.tokenizer), ("--expectations", self.expectations),
+                            ("--profile", self.profile), *((("--report", self.report),) if report else ())):
+            if value:
+                parts += [flag, str(value)]
+        seed = self.seed if seed is None else seed
+        if seed is not None:
+            parts += ["--seed", str(seed)]
+        parts += ["--level", self.level, "--max-examples", str(self.max_examples)]
+        parts += self.transport.flags()
+        if self.no_shrink:
+            parts.append("--no-shrink")
+        if self.require_judged:
+            parts += ["--require-judged", self.require_judged]
+        if self.keyword:
+            parts += ["-k", self.keyword]
+        return parts
+
+    def replay_command(self, seed: int) -> str:
+        """The ``tokenspec run`` command that replays this run: same servers, model, files, seed, level and
+        examples. A report appends ``-k NAME`` to replay one test: argparse keeps the last ``-k``."""
+        return shlex.join(["tokenspec", "run", *self.cli_args(seed=seed, report=False)])
