@@ -12,11 +12,14 @@ ROOTS = {
     "tokenspec.harness": "harness",
     "tokenspec.specs": "specs",
     "tokenspec.golden": "golden",
+    # Data only: the expectations files and profiles a run of a known implementation names (package-data).
+    "tokenspec.reports": "reports",
 }
 
 packages = []
 for name, folder in ROOTS.items():
     packages.append(name)
-    packages += [f"{name}.{sub}" for sub in find_packages(folder)]
+    if name != "tokenspec.reports":  # its run folders are committed evidence, not part of the package
+        packages += [f"{name}.{sub}" for sub in find_packages(folder)]
 
 setup(package_dir=ROOTS, packages=packages)

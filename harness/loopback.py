@@ -18,14 +18,17 @@ from tokenspec.harness.processes import free_port
 
 
 @contextmanager
-def running_app(app: object, timeout: float = 20.0, health: str | None = "/health") -> Iterator[str]:
-    """Serve ``app`` until the block ends; yields its base URL. ``health`` (if given) must answer 200 first."""
+def running_app(app: object, timeout: float = 20.0, health: str | None = "/health",
+                tls: tuple[str, str] | None = None) -> Iterator[str]:
+    """Serve ``app`` until the block ends; yields its base URL. ``health`` (if given) must answer 200 first.
+    ``tls`` (certificate file, key file) serves https."""
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="off",
-                                           timeout_keep_alive=75))
+                                           timeout_keep_alive=75, ssl_certfile=tls[0] if tls else None,
+                                           ssl_keyfile=tls[1] if tls else None))
     thread = threading.Thread(target=server.run, name=f"loopback-{port}", daemon=True)
     thread.start()
-    url = f"http://127.0.0.1:{port}"
+    url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout
         while not server.started:
@@ -33,7 +36,7 @@ def running_app(app: object, timeout: float = 20.0, health: str | None = "/healt
                 raise RuntimeError(f"the server did not start on {url}")
             time.sleep(0.05)
         if health is not None:
-            status = httpx.get(f"{url}{health}", timeout=5).status_code
+            status = httpx.get(f"{url}{health}", timeout=5, verify=not tls).status_code  # our own loopback server
             if status != 200:
                 raise RuntimeError(f"{url}{health} answered {status}")
         yield url

@@ -202,6 +202,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """The requirement gate, before any fixture is set up (a session fixture that needs a fact of an unhosted
     route must never turn a not-tested test into an error): a test whose requirements need a feature the run does
     not offer, or whose requirements all live on routes no URL of the run hosts, is not run."""
+    from tokenspec.transport import RETRIES
+
+    item.stash[_RETRIES_BEFORE] = RETRIES.count
     features, roles = item.stash.get(_FEATURES, []), item.stash.get(_ROLES, [])
     if not (features or roles):
         return
@@ -305,6 +308,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             f"failure {i + 1} of {len(group.exceptions)}: {type(e).__name__}: {str(e)[:1500]}"
             for i, e in enumerate(group.exceptions))))
     if report.when == "call":
+        from tokenspec.transport import RETRIES
+
+        if retried := RETRIES.count - item.stash.get(_RETRIES_BEFORE, RETRIES.count):
+            report.user_properties.append(("retries", str(retried)))
         comparison = dict(_COMPARISON) if _COMPARISON.get("nodeid") == item.nodeid else {}
         _COMPARISON.clear()
         if report.failed and "actual" in comparison:
@@ -338,6 +345,7 @@ _TARGET_AREAS = frozenset({"RENDER", "DERENDER", "PARITY", "TOKNAT", "UTIL", "PR
 
 
 _SERVER = pytest.StashKey[tuple[str, str]]()
+_RETRIES_BEFORE = pytest.StashKey[int]()
 
 
 def note_server(node: pytest.Item, role: str, base_url: str) -> None:
@@ -482,6 +490,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             request_url=props.get("request_url", "") if evidence else "",
             request_content_type=props.get("request_content_type", "") if evidence else "",
             request_file=request_file,
+            retries=int(props.get("retries", 0)),
             charged_to=props.get("charged_to", "target") if outcome in ("failed", "error") else "target",
         )
     )
@@ -541,10 +550,18 @@ def _expectations_header(config: pytest.Config) -> str:
     return f"{path}: {load_expectations_file(path).header()}{scope}"
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Writes the reports first (before xdist waits for its workers): an interrupted run's report is there in
+    seconds, and says INTERRUPTED with how many tests ran."""
     config = session.config
     if not _active(config) or hasattr(config, "workerinput") or _RESULTS not in config.stash:
         return
+    from tokenspec.interrupts import INTERRUPTS
+
+    interrupted = INTERRUPTS.requested or exitstatus == pytest.ExitCode.INTERRUPTED
+    if interrupted:
+        INTERRUPTS.finishing()
     from tokenspec.suite.fixtures import CAPABILITIES_ENV
 
     if decisions := os.environ.pop(CAPABILITIES_ENV, None):
@@ -563,6 +580,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         expectations=_expectations_header(config),
         profile=config.getoption("--tokenspec-profile") or "",
         command=config.getoption("--tokenspec-command") or "",
+        interrupted=INTERRUPTS.name if interrupted else "",
+        collected=counter.total if (counter := config.stash.get(_COUNTER, None)) else len(session.items),
+        insecure=bool(config.getoption("--tokenspec-insecure", default=False)),
     )
     out = config.getoption("--tokenspec-report")
     if out:
@@ -570,3 +590,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         write_reports(Path(out), info, config.stash[_RESULTS], config.stash.get(_COLLECTION_ERRORS, []),
                       caps.to_dict() if caps is not None else None)
 
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Last, after every writer (junit.xml included): no secret of the run's transport stays in its report folder."""
+    if not _active(config) or hasattr(config, "workerinput") or not (out := config.getoption("--tokenspec-report")):
+        return
+    from tokenspec.suite.fixtures import transport_from_config
+    from tokenspec.suite.report import redact_folder
+
+    redact_folder(Path(out), transport_from_config(config).secrets())

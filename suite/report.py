@@ -32,12 +32,22 @@ class RunInfo:
     profile: str = ""
     #: The ``tokenspec run ...`` command that replays this run ("" when pytest was started some other way).
     command: str = ""
+    #: The signal that stopped the run ("SIGINT", "SIGTERM"; "" for a run that finished).
+    interrupted: str = ""
+    #: Tests collected: with an interrupted run, how many of them ran is the news.
+    collected: int = 0
+    #: TLS certificates were not verified (--insecure): said in the headline.
+    insecure: bool = False
 
 
 def report_dict(info: RunInfo, results: list[TestResult], collection_errors: list[str] | None = None,
                 capabilities: dict | None = None) -> dict:
     return {
-        "headline": headline(results),
+        "headline": headline(results, info),
+        "interrupted": info.interrupted,
+        "collected": info.collected,
+        "insecure": info.insecure,
+        "retries": sum(r.retries for r in results),
         "contract": CONTRACT_VERSION,
         "expectations": info.expectations,
         "profile": info.profile,
@@ -81,11 +91,21 @@ def _prune_bodies(out: Path, results: list[TestResult]) -> None:
             path.unlink()
 
 
-def headline(results: list[TestResult]) -> str:
-    """The verdict in one line: never a bare PASS over known failures or over what was not tested."""
+def headline(results: list[TestResult], info: RunInfo | None = None) -> str:
+    """The verdict in one line: never a bare PASS over known failures or over what was not tested, and no
+    verdict at all for a run that was stopped before its end."""
     summary = summarise(results)
     known_any = any(summary.by_level[lvl]["known"] for lvl in LEVELS)
     verdict = "FAIL" if exit_code(results) else "PASS WITH KNOWN FAILURES" if known_any else "PASS"
+    notes = ""
+    if info is not None and info.insecure:
+        notes += "; TLS certificates NOT verified (--insecure)"
+    if retried := sum(r.retries for r in results):
+        notes += f"; {retried} request(s) retried after 429/503"
+    if info is not None and info.interrupted:
+        ran = f"{len(results)} of {info.collected} tests ran" if info.collected else f"{len(results)} tests ran"
+        return (f"INTERRUPTED ({info.interrupted}): {ran}, no verdict; {summary.counts['passed']} passed,"
+                f" {sum(summary.by_level[lvl]['failed'] for lvl in LEVELS)} failed unexpectedly so far{notes}")
     failed = ", ".join(f"{summary.by_level[lvl]['failed']} {lvl}" for lvl in LEVELS)
     known = ", ".join(f"{summary.by_level[lvl]['known']} {lvl}" for lvl in LEVELS)
     never = counts_by_level(unjudged(results))
@@ -94,7 +114,7 @@ def headline(results: list[TestResult]) -> str:
                      for role, n in sorted(summary.others.items()))
     return (f"{verdict}: {summary.counts['passed']} passed; unexpected failures {failed}; known failures {known};"
             f" {summary.counts['unsupported']} unsupported; {summary.counts['not_tested']} not tested;"
-            f" requirements never judged {blind}{others}")
+            f" requirements never judged {blind}{others}{notes}")
 
 
 def top_failing(results: list[TestResult], limit: int = 5) -> list[str]:
@@ -130,7 +150,7 @@ def summary_markdown(info: RunInfo, results: list[TestResult], capabilities: dic
     catalogue = load_catalogue()
     summary = summarise(results)
     lines = [
-        f"# tokenspec conformance report: {headline(results)}",
+        f"# tokenspec conformance report: {headline(results, info)}",
         "",
         *_not_tested_lines(results, capabilities),
         f"- target: `{info.target}`; engine: `{info.engine}`; reference: `{info.reference}`; model: `{info.model}`",
@@ -234,3 +254,26 @@ def _decision_lines(capabilities: dict | None) -> list[str]:
     lines += [f"| {d['feature']} | {d['status']} | {d['source']} | {_cell(d['evidence'])[:300]} |"
               for d in capabilities.get("decisions") or []]
     return [*lines, ""]
+
+
+def redact_folder(out: Path, secrets: dict[str, str]) -> None:
+    """Every file of a report folder with each secret value replaced by the ``$NAME`` that holds it, as written
+    plainly, JSON-escaped or HTML-escaped: a server that echoes a key into an answer cannot leak it to a report."""
+    if not secrets or not out.is_dir():
+        return
+    import html
+
+    pairs = []
+    for value, ref in secrets.items():
+        for form in {value, json.dumps(value)[1:-1], html.escape(value), html.escape(value, quote=False)}:
+            pairs.append((form.encode(), ref.encode()))
+    pairs.sort(key=lambda p: len(p[0]), reverse=True)
+    for path in out.rglob("*"):
+        if not path.is_file():
+            continue
+        data = path.read_bytes()
+        clean = data
+        for value, ref in pairs:
+            clean = clean.replace(value, ref)
+        if clean != data:
+            path.write_bytes(clean)

@@ -22,7 +22,7 @@ from typing import Any
 
 from tokenspec.suite.results import LEVELS, is_failure, safe_name
 
-VERDICTS = ("PASS WITH KNOWN FAILURES", "PASS", "FAIL")
+VERDICTS = ("PASS WITH KNOWN FAILURES", "PASS", "FAIL", "INTERRUPTED")
 #: Outcome -> the chart's segment it counts in.
 SEGMENTS = (("passed", "passed", "#2e7d32"), ("failed", "failed", "#c62828"), ("known", "known failure", "#f0a30a"),
             ("unjudged", "unsupported / not tested", "#9e9e9e"))
@@ -122,6 +122,8 @@ def _head(report: dict[str, Any]) -> str:
 
 def _verdict_word(report: dict[str, Any]) -> str:
     headline = str(report.get("headline") or "")
+    if report.get("interrupted"):
+        return "INTERRUPTED"
     for word in VERDICTS:
         if headline.startswith(word + ":"):
             return word
@@ -133,7 +135,7 @@ def _verdict_word(report: dict[str, Any]) -> str:
 
 def _verdict(report: dict[str, Any], tests: list[dict[str, Any]]) -> str:
     word = _verdict_word(report)
-    css = {"PASS": "pass", "PASS WITH KNOWN FAILURES": "known", "FAIL": "fail"}[word]
+    css = {"PASS": "pass", "PASS WITH KNOWN FAILURES": "known", "FAIL": "fail", "INTERRUPTED": "known"}[word]
     summary = report.get("summary") or {}
     by_level = summary.get("by_level") or {}
     rows = "".join(

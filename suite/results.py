@@ -49,6 +49,8 @@ class TestResult:
     request_file: str = ""
     #: The server whose answer broke the test: "target" (the verdict's), "engine" or "reference" (listed apart).
     charged_to: str = "target"
+    #: Requests of this test answered 429/503 and sent again (tokenspec/transport.py); never a verdict.
+    retries: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

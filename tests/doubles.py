@@ -7,6 +7,8 @@
   answers a run of newlines, as an engine without structured-outputs support would.
 - ``render_only_host``: the frontend behind a proxy that hosts render alone: both derender routes and
   ``/version`` answer a framework 404, and the ``/v1/models`` card reports no ``max_model_len``.
+- ``rate_limited``: an app behind a gateway that answers every third request 429 with ``Retry-After``.
+- ``echoing_the_key``: an app whose ``/version`` answers 404 quoting the request's API key.
 
 Both answer the spec's shapes so that only the behaviour under test differs from a real server.
 """
@@ -158,5 +160,46 @@ def render_only_host(app: Any) -> Any:
         for card in cards.get("data") or []:
             card.pop("max_model_len", None)
         await JSONResponse(cards, status_code=start["status"])(scope, receive, send)
+
+    return wrapped
+
+
+def rate_limited(app: Any, every: int = 3, retry_after: str | None = "0") -> Any:
+    """The ``app`` behind a rate limiter that answers every ``every``-th request 429 (with ``Retry-After``
+    unless it is None), the way a gateway in front of a shared deployment does."""
+    import itertools
+    import json
+
+    counter = itertools.count(1)
+    body = json.dumps({"error": {"message": "rate limit exceeded", "type": "RateLimitError", "param": None,
+                                 "code": 429}}).encode()
+
+    async def wrapped(scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] == "/health" or next(counter) % every:
+            await app(scope, receive, send)
+            return
+        headers = [(b"content-type", b"application/json")] + (
+            [(b"retry-after", retry_after.encode())] if retry_after is not None else [])
+        await send({"type": "http.response.start", "status": 429, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return wrapped
+
+
+def echoing_the_key(app: Any) -> Any:
+    """The ``app`` with a /version that answers 404 quoting the request's Authorization header, as a careless
+    server's error message can: the key then reaches a failing test's message, and only redaction keeps it out
+    of the report."""
+    import json
+
+    async def wrapped(scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] != "/version":
+            await app(scope, receive, send)
+            return
+        auth = next((v.decode() for k, v in scope["headers"] if k == b"authorization"), "")
+        body = json.dumps({"error": {"message": f"no /version for {auth}", "type": "NotFoundError", "param": None,
+                                     "code": 404}}).encode()
+        await send({"type": "http.response.start", "status": 404, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": body})
 
     return wrapped

@@ -269,7 +269,7 @@ class _Parser(argparse.ArgumentParser):
 #: What every exit status means; each subcommand's --help lists the ones it can return.
 EXIT_OK = "0  done"
 EXIT_USAGE = "2  usage error: a bad flag or value, an unreachable URL, a missing file (one line on stderr)"
-EXIT_INTERRUPTED = "130  interrupted (Ctrl-C)"
+EXIT_INTERRUPTED = "130  interrupted (Ctrl-C, SIGINT); 143 for SIGTERM (the report says INTERRUPTED)"
 RUN_EXITS = (
     "0  verdict PASS or PASS WITH KNOWN FAILURES: no MUST-level test failed unexpectedly",
     "1  verdict FAIL: a MUST-level test failed (or errored) and no expectation explains it",
@@ -660,14 +660,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Handler = args.handler
+    from tokenspec.interrupts import INTERRUPTS
+
+    INTERRUPTS.install()
     try:
         return handler(args)
     except UsageError as exc:
         print(f"tokenspec: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("tokenspec: interrupted", file=sys.stderr)
-        return 130
+        INTERRUPTS.finishing()
+        print(f"tokenspec: interrupted ({INTERRUPTS.name})", file=sys.stderr)
+        return INTERRUPTS.exit_code
+    finally:
+        INTERRUPTS.finishing()
+        INTERRUPTS.uninstall()
 
 
 if __name__ == "__main__":

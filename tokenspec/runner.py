@@ -11,13 +11,18 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
+import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
 from tokenspec.config import RunConfig
 from tokenspec.errors import UsageError
 from tokenspec.target import check_access, check_model_served, check_reachable, served_model
+from tokenspec.transport import redact
 
 
 def pytest_args(config: RunConfig, report_dir: Path, seed: int) -> list[str]:
@@ -119,15 +124,33 @@ def check_servers(config: RunConfig) -> RunConfig:
     return config
 
 
+#: What a run writes into its report folder; a new run removes them first, so none outlives the run it describes.
+ARTIFACTS = ("report.json", "summary.md", "report.html", "junit.xml")
+
+
 def run(config: RunConfig) -> int:
+    """Check the servers, run the suite, print the verdict; the exit code of ``tokenspec run``."""
     import pytest
+
+    from tokenspec.interrupts import INTERRUPTS
 
     config = check_servers(config)
     report_dir = Path(config.report) if config.report else Path(tempfile.mkdtemp(prefix="tokenspec-"))
+    for name in ARTIFACTS:
+        (report_dir / name).unlink(missing_ok=True)
+    shutil.rmtree(report_dir / "bodies", ignore_errors=True)
     _prepare_pytest_environment()
     seed = config.seed if config.seed is not None else random.randrange(1 << 31)
-    code = pytest.main(pytest_args(config, report_dir, seed))
+    secrets = config.transport.secrets()
+    try:
+        with redacted_output(secrets):
+            code = pytest.main(pytest_args(config, report_dir, seed))
+    except KeyboardInterrupt:
+        code = pytest.ExitCode.INTERRUPTED
     report = report_dir / "report.json"
+    if code == pytest.ExitCode.INTERRUPTED or INTERRUPTS.requested:
+        INTERRUPTS.finishing()
+        return _interrupted(config, report_dir, seed)
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or not report.exists():
         raise UsageError(f"the suite could not run (pytest exit code {int(code)}); see the output above")
     data = json.loads(report.read_text())
@@ -157,3 +180,55 @@ def run(config: RunConfig) -> int:
               f"{' ...' if len(gaps) > 12 else ''}")
         code = 1
     return code
+
+
+def _interrupted(config: RunConfig, report_dir: Path, seed: int) -> int:
+    """An interrupted run: its report says INTERRUPTED (written here when the suite stopped before writing one);
+    exit 130 for SIGINT, 143 for SIGTERM."""
+    from tokenspec.interrupts import INTERRUPTS
+
+    report = report_dir / "report.json"
+    if not report.exists():
+        from datetime import UTC, datetime
+
+        from tokenspec.suite.report import RunInfo, redact_folder, write_reports
+
+        info = RunInfo(target=config.target, engine=config.engine, reference=config.reference, model=config.model,
+                       seed=seed, started_at=datetime.now(UTC).isoformat(timespec="seconds"), duration_s=0.0,
+                       command=config.replay_command(seed), interrupted=INTERRUPTS.name,
+                       insecure=config.transport.insecure)
+        write_reports(report_dir, info, [])
+        redact_folder(report_dir, config.transport.secrets())
+    headline = json.loads(report.read_text())["headline"]
+    print(f"tokenspec: {headline}", flush=True)
+    print(f"tokenspec: partial report in {report_dir}/", flush=True)
+    return INTERRUPTS.exit_code
+
+
+class _Redacting:
+    """A text stream that writes through ``stream`` with every secret replaced by the variable that holds it."""
+
+    def __init__(self, stream, secrets: dict[str, str]) -> None:  # noqa: ANN001 - any text stream
+        self._stream = stream
+        self._secrets = secrets
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact(text, self._secrets))
+        return len(text)
+
+    def __getattr__(self, name: str):  # noqa: ANN204 - delegate flush, isatty, encoding, fileno...
+        return getattr(self._stream, name)
+
+
+@contextmanager
+def redacted_output(secrets: dict[str, str]) -> Iterator[None]:
+    """What the suite prints (failures quote servers' answers, which may echo a key) passes through redaction."""
+    if not secrets:
+        yield
+        return
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Redacting(sys.stdout, secrets), _Redacting(sys.stderr, secrets)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved

@@ -319,20 +319,25 @@ class _Policy:
             self.slots.release()
 
     def wait(self, response: httpx.Response, attempt: int) -> float:
-        """Seconds before the next try: the server's Retry-After (seconds or an HTTP date), else backoff."""
-        header = response.headers.get("retry-after", "").strip()
-        seconds: float | None = None
-        if header:
+        return retry_wait(response.headers.get("retry-after"), attempt, self.max_wait)
+
+
+def retry_wait(retry_after: str | None, attempt: int, max_wait: float = 30.0) -> float:
+    """Seconds before try ``attempt + 1``: the server's Retry-After (seconds or an HTTP date), else exponential
+    backoff from 0.25 s; never more than ``max_wait``."""
+    header = (retry_after or "").strip()
+    seconds: float | None = None
+    if header:
+        try:
+            seconds = float(header)
+        except ValueError:
             try:
-                seconds = float(header)
-            except ValueError:
-                try:
-                    seconds = email.utils.parsedate_to_datetime(header).timestamp() - time.time()
-                except (TypeError, ValueError):
-                    seconds = None
-        if seconds is None:
-            seconds = 0.25 * 2 ** attempt
-        return min(self.max_wait, max(0.0, seconds))
+                seconds = email.utils.parsedate_to_datetime(header).timestamp() - time.time()
+            except (TypeError, ValueError):
+                seconds = None
+    if seconds is None:
+        seconds = 0.25 * 2 ** attempt
+    return min(max_wait, max(0.0, seconds))
 
 
 _POLICIES: dict[tuple, _Policy] = {}
