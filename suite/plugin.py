@@ -110,6 +110,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "req(*ids): requirement IDs (AREA-NNN) this test checks")
     if not _active(config):
         return
+    from tokenspec.interrupts import INTERRUPTS
+
+    INTERRUPTS.arm()  # plugins are loaded: a signal from now on stops the run (tokenspec/interrupts.py)
     pytest.register_assert_rewrite(*HELPER_MODULES)
     CHECKS.active = bool(config.getini("enable_assertion_pass_hook"))
     config.pluginmanager.import_plugin("tokenspec.suite.fixtures")
@@ -536,6 +539,18 @@ def pytest_collectreport(report: pytest.CollectReport) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
     _CONFIG["config"] = session.config
+    if _active(session.config) and not hasattr(session.config, "workerinput"):
+        from tokenspec.interrupts import INTERRUPTS
+
+        INTERRUPTS.defer()  # xdist starts its workers next; pytest_runtestloop arms again
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> None:
+    if _active(session.config) and not hasattr(session.config, "workerinput"):
+        from tokenspec.interrupts import INTERRUPTS
+
+        INTERRUPTS.arm()
 
 
 def _expectations_header(config: pytest.Config) -> str:

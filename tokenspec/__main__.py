@@ -1,7 +1,17 @@
-"""``python -m tokenspec`` is the ``tokenspec`` command."""
+"""``python -m tokenspec`` and the ``tokenspec`` console script."""
 
 import sys
 
-from tokenspec.cli import main
+from tokenspec.interrupts import INTERRUPTS
 
-sys.exit(main())
+INTERRUPTS.install()  # before the CLI's imports: a signal during them is deferred, then a clean interrupted exit
+
+
+def main() -> int:
+    from tokenspec.cli import main as cli_main
+
+    return cli_main()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

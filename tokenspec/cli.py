@@ -664,6 +664,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     INTERRUPTS.install()
     try:
+        if args.command != "run":  # `tokenspec run` arms once its report folder holds nothing stale
+            INTERRUPTS.arm()
         return handler(args)
     except UsageError as exc:
         print(f"tokenspec: error: {one_line(str(exc))}", file=sys.stderr)

@@ -29,6 +29,11 @@ class Interrupts:
         self.signum: int | None = None
         self._finishing = threading.Event()
         self._previous: dict[int, object] = {}
+        #: While the command's modules load, a signal is recorded and raised at :meth:`arm`: an interrupt raised
+        #: inside an import (a C extension's init above all) leaves a half-made module and a confusing traceback.
+        self._deferred = True
+        self._thread: threading.Thread | None = None
+        self._forwarded = False
 
     @property
     def requested(self) -> bool:
@@ -48,28 +53,52 @@ class Interrupts:
         self._finishing.set()
 
     def install(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
+        """Handle SIGINT and SIGTERM from now on (deferred until :meth:`arm`); a second call does nothing."""
+        if threading.current_thread() is not threading.main_thread() or self._previous:
             return
+        self.signum, self._deferred, self._thread, self._forwarded = None, True, None, False
+        self._finishing.clear()
         for signum in SIGNALS:
             self._previous[signum] = signal.signal(signum, self._handle)
 
+    def defer(self) -> None:
+        """Modules load again (pytest's plugins, xdist's workers): hold signals until the next :meth:`arm`."""
+        self._deferred = True
+
+    def arm(self) -> None:
+        """The command's modules are loaded: a signal now raises KeyboardInterrupt, one that came earlier at once."""
+        self._deferred = False
+        if self.signum is not None and not self._finishing.is_set():
+            self._stop()
+
     def uninstall(self) -> None:
+        """Back to the handlers before :meth:`install`, once no re-raised signal can still be on its way."""
+        self._finishing.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)  # type: ignore[arg-type]
         self._previous.clear()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        first = self.signum is None
-        if first:
+        if self.signum is None:
             self.signum = signum
-            _forward_to_children()
-            threading.Thread(target=self._insist, daemon=True, name="tokenspec-interrupt").start()
-        if not self._finishing.is_set():
-            raise KeyboardInterrupt
+            self._thread = threading.Thread(target=self._insist, daemon=True, name="tokenspec-interrupt")
+            self._thread.start()
+        if not self._finishing.is_set() and not self._deferred:
+            self._stop()
+
+    def _stop(self) -> None:
+        if not self._forwarded:
+            self._forwarded = True
+            _forward_to_children()  # not while deferred: a worker killed while it starts is an xdist INTERNALERROR
+        raise KeyboardInterrupt
 
     def _insist(self) -> None:
         """Raise the interrupt again while the job has not reached its end (the first may have been swallowed)."""
         while not self._finishing.wait(1.0):
+            if self._deferred:
+                continue
             try:
                 signal.raise_signal(signal.SIGINT)
             except (OSError, ValueError):

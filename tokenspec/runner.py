@@ -21,8 +21,9 @@ from pathlib import Path
 
 from tokenspec.config import RunConfig
 from tokenspec.errors import UsageError
+from tokenspec.interrupts import INTERRUPTS
 from tokenspec.target import check_access, check_model_served, check_reachable, served_model
-from tokenspec.transport import redact
+from tokenspec.transport import Transport, redact
 
 
 def pytest_args(config: RunConfig, report_dir: Path, seed: int) -> list[str]:
@@ -97,7 +98,13 @@ def _prepare_pytest_environment() -> None:
 
 
 def run_from_args(args: argparse.Namespace) -> int:
-    return run(RunConfig.from_args(args))
+    report_dir = _fresh_report_dir(args.report)
+    try:
+        INTERRUPTS.arm()
+        config = RunConfig.from_args(args)
+    except KeyboardInterrupt:
+        return _interrupted(report_dir, args.target, "")
+    return run(replace(config, report=str(report_dir)))
 
 
 def check_servers(config: RunConfig) -> RunConfig:
@@ -132,25 +139,23 @@ def run(config: RunConfig) -> int:
     """Check the servers, run the suite, print the verdict; the exit code of ``tokenspec run``."""
     import pytest
 
-    from tokenspec.interrupts import INTERRUPTS
-
-    config = check_servers(config)
-    report_dir = Path(config.report) if config.report else Path(tempfile.mkdtemp(prefix="tokenspec-"))
-    for name in ARTIFACTS:
-        (report_dir / name).unlink(missing_ok=True)
-    shutil.rmtree(report_dir / "bodies", ignore_errors=True)
-    _prepare_pytest_environment()
+    report_dir = _fresh_report_dir(config.report)
     seed = config.seed if config.seed is not None else random.randrange(1 << 31)
+    try:
+        config = check_servers(config)
+    except KeyboardInterrupt:
+        return _interrupted(report_dir, config.target, config.replay_command(seed), config.transport)
+    _prepare_pytest_environment()
     secrets = config.transport.secrets()
     try:
+        INTERRUPTS.defer()  # pytest loads its plugins; the suite plugin arms again before the probe
         with redacted_output(secrets):
             code = pytest.main(pytest_args(config, report_dir, seed))
     except KeyboardInterrupt:
         code = pytest.ExitCode.INTERRUPTED
     report = report_dir / "report.json"
     if code == pytest.ExitCode.INTERRUPTED or INTERRUPTS.requested:
-        INTERRUPTS.finishing()
-        return _interrupted(config, report_dir, seed)
+        return _interrupted(report_dir, config.target, config.replay_command(seed), config.transport)
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or not report.exists():
         raise UsageError(f"the suite could not run (pytest exit code {int(code)}); see the output above")
     data = json.loads(report.read_text())
@@ -182,23 +187,31 @@ def run(config: RunConfig) -> int:
     return code
 
 
-def _interrupted(config: RunConfig, report_dir: Path, seed: int) -> int:
+def _fresh_report_dir(report: str | None) -> Path:
+    """The run's report folder, without the artifacts of an earlier run (none may outlive the run it describes)."""
+    report_dir = Path(report) if report else Path(tempfile.mkdtemp(prefix="tokenspec-"))
+    for name in ARTIFACTS:
+        (report_dir / name).unlink(missing_ok=True)
+    shutil.rmtree(report_dir / "bodies", ignore_errors=True)
+    return report_dir
+
+
+def _interrupted(report_dir: Path, target: str, command: str, transport: Transport | None = None) -> int:
     """An interrupted run: its report says INTERRUPTED (written here when the suite stopped before writing one);
     exit 130 for SIGINT, 143 for SIGTERM."""
-    from tokenspec.interrupts import INTERRUPTS
-
+    INTERRUPTS.finishing()
     report = report_dir / "report.json"
     if not report.exists():
         from datetime import UTC, datetime
 
         from tokenspec.suite.report import RunInfo, redact_folder, write_reports
 
-        info = RunInfo(target=config.target, engine=config.engine, reference=config.reference, model=config.model,
-                       seed=seed, started_at=datetime.now(UTC).isoformat(timespec="seconds"), duration_s=0.0,
-                       command=config.replay_command(seed), interrupted=INTERRUPTS.name,
-                       insecure=config.transport.insecure)
+        info = RunInfo(target=target, engine=None, reference=None, model=None, seed=None,
+                       started_at=datetime.now(UTC).isoformat(timespec="seconds"), duration_s=0.0, command=command,
+                       interrupted=INTERRUPTS.name, insecure=bool(transport and transport.insecure))
         write_reports(report_dir, info, [])
-        redact_folder(report_dir, config.transport.secrets())
+        if transport is not None:
+            redact_folder(report_dir, transport.secrets())
     headline = json.loads(report.read_text())["headline"]
     print(f"tokenspec: {headline}", flush=True)
     print(f"tokenspec: partial report in {report_dir}/", flush=True)
