@@ -1,5 +1,5 @@
 """The GitHub-Actions example for implementers (examples/github-actions-conformance.yml) stays runnable:
-its nox and compare commands parse with today's CLI."""
+it installs the package (no clone), and its run and compare commands parse with today's CLI."""
 
 from __future__ import annotations
 
@@ -18,11 +18,12 @@ def _runs() -> list[str]:
     return [step["run"] for job in doc["jobs"].values() for step in job["steps"] if "run" in step]
 
 
-def test_the_example_runs_the_conformance_session_with_flags_tokenspec_run_accepts() -> None:
-    (command,) = [run for run in _runs() if "nox -s conformance" in run]
+def test_the_example_installs_the_package_and_runs_the_suite_with_flags_tokenspec_run_accepts() -> None:
+    (install,) = [run for run in _runs() if "pip install" in run]
+    assert "git clone" not in "".join(_runs()) and "$TOKENSPEC_PACKAGE" in install
+    (command,) = [run for run in _runs() if run.startswith("tokenspec run")]
     words = shlex.split(command.replace("$GITHUB_WORKSPACE", "/w"))
-    assert words[:4] == ["nox", "-s", "conformance", "--"]
-    args = build_parser().parse_args(["run", *words[4:]])
+    args = build_parser().parse_args(words[1:])
     assert args.target == "http://127.0.0.1:8000" and args.seed == 20261201 and args.expectations
 
 
