@@ -613,6 +613,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if not _active(config) or hasattr(config, "workerinput") or not (out := config.getoption("--tokenspec-report")):
         return
     from tokenspec.suite.fixtures import transport_from_config
-    from tokenspec.suite.report import redact_folder
+    from tokenspec.transport import redact_folder
 
     redact_folder(Path(out), transport_from_config(config).secrets())

@@ -255,25 +255,3 @@ def _decision_lines(capabilities: dict | None) -> list[str]:
               for d in capabilities.get("decisions") or []]
     return [*lines, ""]
 
-
-def redact_folder(out: Path, secrets: dict[str, str]) -> None:
-    """Every file of a report folder with each secret value replaced by the ``$NAME`` that holds it, as written
-    plainly, JSON-escaped or HTML-escaped: a server that echoes a key into an answer cannot leak it to a report."""
-    if not secrets or not out.is_dir():
-        return
-    import html
-
-    pairs = []
-    for value, ref in secrets.items():
-        for form in {value, json.dumps(value)[1:-1], html.escape(value), html.escape(value, quote=False)}:
-            pairs.append((form.encode(), ref.encode()))
-    pairs.sort(key=lambda p: len(p[0]), reverse=True)
-    for path in out.rglob("*"):
-        if not path.is_file():
-            continue
-        data = path.read_bytes()
-        clean = data
-        for value, ref in pairs:
-            clean = clean.replace(value, ref)
-        if clean != data:
-            path.write_bytes(clean)

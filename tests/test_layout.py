@@ -74,3 +74,47 @@ def test_nothing_in_harness_imports_the_cli() -> None:
                  for path in files
                  for line in cli_imports(path.read_text(), module_name(path), path.name == "__init__.py")]
     assert not offenders, f"harness/ must not import tokenspec.cli (run it as a child process): {offenders}"
+
+
+def imported_modules(source: str) -> set[str]:
+    """Every ``tokenspec.*`` module ``source`` imports, at any depth (function-level imports included)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+    return {name for name in out if name.startswith("tokenspec.")}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph`` (module -> the modules it imports), each as a path back to its start."""
+    found, done = [], set()
+
+    def visit(node: str, path: list[str]) -> None:
+        if node in path:
+            found.append(path[path.index(node):] + [node])
+            return
+        if node in done:
+            return
+        for nxt in sorted(graph.get(node, ())):
+            visit(nxt, [*path, node])
+        done.add(node)
+
+    for start in sorted(graph):
+        visit(start, [])
+    return found
+
+
+def test_the_cycle_finder_sees_a_circle() -> None:
+    assert cycles({"a": {"b"}, "b": {"a"}}) and not cycles({"a": {"b"}, "b": set()})
+
+
+def test_the_core_modules_import_no_circle() -> None:
+    """tokenspec/*.py (the CLI, the runner, the configuration, the golden builders ...) form no import circle: the
+    CLI is on top, nothing below builds a command line to parse it again."""
+    modules = {f"tokenspec.{path.stem}": path for path in (ROOT / "tokenspec").glob("*.py") if path.stem != "__init__"}
+    graph = {name: {m for m in imported_modules(path.read_text()) if m in modules and m != name}
+             for name, path in modules.items()}
+    assert not cycles(graph), cycles(graph)
+    assert [name for name, deps in graph.items() if "tokenspec.cli" in deps] == ["tokenspec.__main__"]

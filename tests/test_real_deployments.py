@@ -100,8 +100,8 @@ def _assert_no_secret(folder: Path, output: str) -> None:
 
 
 #: A run with redaction taken out: the same CLI, with the two redaction steps replaced by the identity.
-WITHOUT_REDACTION = ("import sys, tokenspec.runner as r, tokenspec.suite.report as rep;"
-                     " rep.redact_folder = lambda *a: None; r.redact = lambda text, secrets: text;"
+WITHOUT_REDACTION = ("import sys, tokenspec.runner as r, tokenspec.transport as t;"
+                     " t.redact_folder = lambda *a: None; r.redact = lambda text, secrets: text;"
                      " from tokenspec.cli import main; sys.argv[0] = 'tokenspec'; raise SystemExit(main(sys.argv[1:]))")
 
 

@@ -176,12 +176,19 @@ def _mutants(args: argparse.Namespace) -> int:
         return 0
     if not args.target:
         return _mutants_on_the_reference_server(args, defects)
+    from tokenspec.transport import Transport
+
+    transport = Transport.from_flags(api_key_env=args.api_key_env or (), header=args.header or (),
+                                     ca_bundle=args.ca_bundle, insecure=args.insecure,
+                                     max_concurrency=args.max_concurrency, max_rps=args.max_rps)
     urls = {name: normalise_url(url) if url else None
             for name, url in (("target", args.target), ("engine", args.engine), ("reference", args.reference))}
-    for url in filter(None, urls.values()):
-        check_reachable(url)
+    for role, url in urls.items():
+        if url:
+            check_reachable(url, transport, role)
     options = Options(urls["target"] or "", urls["engine"], urls["reference"], args.tokenizer, args.profile,
-                      args.expectations, args.model, args.seed, str(args.workers), args.max_examples)
+                      args.expectations, args.model, args.seed, str(args.workers), args.max_examples,
+                      transport=transport)
     return _mutants_report(args, run_campaign(options, defects, Path(args.report)))
 
 
@@ -560,6 +567,7 @@ def build_parser() -> argparse.ArgumentParser:
     mutants.add_argument("-n", "--workers", default="2", help="parallel workers per suite run")
     mutants.add_argument("--max-examples", type=int, default=3,
                          help="hypothesis examples per property test (the committed campaign ran 3)")
+    add_transport_arguments(mutants)
     mutants.set_defaults(handler=_mutants)
 
     matrix = _command(

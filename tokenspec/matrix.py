@@ -20,6 +20,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from tokenspec.config import RunConfig
 from tokenspec.errors import UsageError
 from tokenspec.progress import step
 
@@ -75,13 +76,11 @@ def run_cell(impl_name: str, family: str, out_dir: Path, *, seed: int, workers: 
     with impl.deploy(config) as deployment:
         run_dir = out_dir / f"{deployment.key}-{family}"
         expectations = deployment.expectations(family)
-        command = ["tokenspec", "run", "--target", deployment.target,
-                   *(["--engine", deployment.engine] if deployment.engine else []),
-                   *(["--reference", deployment.reference] if deployment.reference else []),
-                   "--tokenizer", str(folder), "--model", name, "--seed", str(seed), "-n", str(workers),
-                   "--max-examples", str(max_examples), "--report", str(run_dir),
-                   *(["--expectations", _relative(expectations)] if expectations else []),
-                   *(["--profile", _relative(deployment.profile)] if deployment.profile else [])]
+        run = RunConfig(target=deployment.target, engine=deployment.engine, reference=deployment.reference,
+                        tokenizer=str(folder), model=name, seed=seed, max_examples=max_examples,
+                        report=str(run_dir), expectations=_relative(expectations) if expectations else None,
+                        profile=_relative(deployment.profile) if deployment.profile else None)
+        command = ["tokenspec", "run", *run.cli_args(), "-n", str(workers)]
         print(f"tokenspec: {impl.title} {deployment.version} on {family} ({config.describe()}): {deployment.roles}",
               flush=True)
         code = subprocess.call([sys.executable, "-m", *command])

@@ -23,7 +23,7 @@ from tokenspec.config import RunConfig
 from tokenspec.errors import UsageError
 from tokenspec.interrupts import INTERRUPTS
 from tokenspec.target import check_access, check_model_served, check_reachable, served_model
-from tokenspec.transport import Transport, redact
+from tokenspec.transport import Transport, redact, redact_folder
 
 
 def pytest_args(config: RunConfig, report_dir: Path, seed: int) -> list[str]:
@@ -204,7 +204,7 @@ def _interrupted(report_dir: Path, target: str, command: str, transport: Transpo
     if not report.exists():
         from datetime import UTC, datetime
 
-        from tokenspec.suite.report import RunInfo, redact_folder, write_reports
+        from tokenspec.suite.report import RunInfo, write_reports
 
         info = RunInfo(target=target, engine=None, reference=None, model=None, seed=None,
                        started_at=datetime.now(UTC).isoformat(timespec="seconds"), duration_s=0.0, command=command,

@@ -23,6 +23,7 @@ from tokenspec.harness.loopback import running_app
 from tokenspec.harness.mutants.defects import CATALOGUE, DEFECTS, Defect
 from tokenspec.harness.mutants.proxy import MutantProxy
 from tokenspec.progress import say, seconds
+from tokenspec.transport import Transport, redact_folder
 
 FAILING = ("failed", "error", "xpassed")
 
@@ -49,6 +50,8 @@ class Options:
     workers: str = "2"
     max_examples: int = 3
     timeout: float = 60.0
+    #: Credentials, TLS and limits of the suite runs (the proxies pass the headers through untouched).
+    transport: Transport = field(default_factory=Transport)
 
 
 @dataclass
@@ -165,7 +168,8 @@ def _suite(options: Options, proxies: Sequence[MutantProxy], report: Path) -> di
                "--report", str(report), "--seed", str(options.seed), "-n", options.workers,
                "--max-examples", str(options.max_examples), "--timeout", str(options.timeout),
                "-k", " and ".join(f"not {name}" for name in EXCLUDED),
-               "--no-shrink"]  # detection needs one failing example, not the smallest one
+               "--no-shrink",  # detection needs one failing example, not the smallest one
+               *options.transport.flags()]
     if len(proxies) > 1:
         command += ["--engine", proxies[1].url]
     for flag, value in (("--reference", options.reference), ("--tokenizer", options.tokenizer),
@@ -222,4 +226,5 @@ def run_campaign(options: Options, defects: Sequence[Defect], report_dir: Path) 
     (report_dir / "mutants.json").write_text(json.dumps(report.to_dict(), indent=2) + "\n")
     (report_dir / "mutants.md").write_text(report.to_markdown())
     (report_dir / "mutants.html").write_text(report.to_html())
+    redact_folder(report_dir, options.transport.secrets())
     return report
