@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from frontend_server import running_app
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -13,6 +14,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tokenspec.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def canned_server(content: str, token_ids: bool = True) -> Starlette:
@@ -66,3 +69,53 @@ def test_hosted_api_without_token_ids_compares_what_is_exposed(tmp_path: Path) -
         assert main(["parity", "--a", a, "--b", b, "--cases", "10", "--report", str(tmp_path)]) == 0
     agreement = json.loads((tmp_path / "parity.json").read_text())["agreement"]
     assert agreement["token_ids"]["not_comparable"] == 10 and agreement["content"]["agree"] == 8
+
+
+def test_a_batch_file_s_bad_lines_are_named_by_number_and_skipped(tmp_path: Path) -> None:
+    from tokenspec.traffic import load_requests
+
+    good = {"custom_id": "a", "method": "POST", "url": "/v1/chat/completions",
+            "body": {"messages": [{"role": "user", "content": "Hi"}]}}
+    lines = [json.dumps(good), "{not json", json.dumps({**good, "url": "/v1/embeddings"}), "",
+             json.dumps({**good, "custom_id": "b", "body": {**good["body"], "stream": True}}), json.dumps(good),
+             json.dumps([1]), json.dumps({**good, "custom_id": "c", "method": "GET"})]
+    path = tmp_path / "traffic.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    requests, bad = load_requests(path)
+    assert [(r.line, r.custom_id, r.kind) for r in requests] == [(1, "a", "chat")]
+    assert [b.split(":")[0] for b in bad] == ["line 2", "line 3", "line 5", "line 6", "line 7", "line 8"], bad
+    assert "appears twice" in bad[3] and "stream" in bad[2]
+    code = main(["parity", "--requests", str(tmp_path / "missing.jsonl"), "--target", "http://127.0.0.1:1",
+                 "--reference", "http://127.0.0.1:1"])
+    assert code == 2
+
+
+@pytest.mark.vllm
+def test_own_traffic_through_the_split_pipeline_matches_vllm_at_the_token_level(tiny_model, vllm_engine, tmp_path,
+                                                                                capsys) -> None:
+    """The committed sample's first requests (chat, tools, sampled, completions) plus two bad lines: the bundled
+    frontend in front of vLLM's engine against vLLM's own coupled endpoint, compared on token ids."""
+    from frontend_server import running_frontend
+
+    from tokenspec.harness.frontend import FrontendConfig
+    from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
+
+    sample = (ROOT / "reports" / "parity-traffic" / "requests.jsonl").read_text().splitlines()
+    path = tmp_path / "traffic.jsonl"
+    path.write_text("\n".join([*sample[:3], "oops", *sample[20:23], *sample[28:30], *sample[-2:], '{"x": 1}']) + "\n")
+    config = FrontendConfig(model_dir=tiny_model.model_dir, served_model_name=DEFAULT_MODEL_NAME,
+                            tool_parser="hermes", reasoning_parser="qwen3")
+    with running_frontend(config) as url:
+        code = main(["parity", "--requests", str(path), "--target", url, "--engine", vllm_engine.url,
+                     "--reference", vllm_engine.url, "--report", str(tmp_path / "out")])
+    printed = capsys.readouterr().out
+    assert "skipped" in printed and "line 4: not JSON" in printed and "line 13:" in printed, printed
+    report = json.loads((tmp_path / "out" / "parity.json").read_text())
+    assert report["modes"] == {"tokens": 10, "greedy": 0} and not report["errors"], report["results"]
+    assert report["agreement"]["prompt_token_ids"]["agree"] == 10, report["agreement"]
+    sampled = [r for r in report["results"] if r["request"].get("temperature") == 0.8]
+    assert sampled and all("end-to-end token_ids" not in r["fields"] and r["notes"] for r in sampled)
+    disagreements = {(r["id"], name) for r in report["results"] for name, f in r["fields"].items()
+                     if f["agree"] is False}
+    assert code == (1 if disagreements else 0), disagreements
+    assert "parity.html" in {p.name for p in (tmp_path / "out").iterdir()}

@@ -175,6 +175,19 @@ def _rate(rate: float | None) -> str:
     return "n/a" if rate is None else f"{100 * rate:.1f}%"
 
 
+def _provenance(report: dict[str, Any]) -> str:
+    if "modes" not in report:
+        return f"cases (seed {report['seed']})"
+    return ("requests of the operator's file: " + ", ".join(f"{n} compared at the {mode} level"
+                                                           for mode, n in report["modes"].items() if n))
+
+
+def _skipped(report: dict[str, Any]) -> str:
+    lines = report.get("skipped_lines") or []
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
+    return f"<h2>Skipped lines ({len(lines)})</h2><ul>{items}</ul>" if lines else ""
+
+
 def to_html(report: dict[str, Any]) -> str:
     esc = html.escape
     rows = "".join(
@@ -190,15 +203,16 @@ def to_html(report: dict[str, Any]) -> str:
                 left = json.dumps(v["a"], ensure_ascii=False, indent=1).splitlines()
                 right = json.dumps(v["b"], ensure_ascii=False, indent=1).splitlines()
                 table = differ.make_table(left, right, "A", "B", context=True, numlines=2)
-                diffs.append(f"<h3>{esc(r['id'])}: {esc(name)}</h3><details><summary>request</summary><pre>"
+                notes = "".join(f"<p>{esc(note)}</p>" for note in r.get("notes") or [])
+                diffs.append(f"<h3>{esc(r['id'])}: {esc(name)}</h3>{notes}<details><summary>request</summary><pre>"
                              f"{esc(json.dumps(r['request'], ensure_ascii=False, indent=1))}</pre></details>{table}")
         if r["errors"]:
             diffs.append(f"<h3>{esc(r['id'])}: errors</h3><pre>{esc(json.dumps(r['errors'], indent=1))}</pre>")
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>tokenspec parity</title>
 <style>{STYLE}</style></head><body><h1>tokenspec parity report</h1>
 <p>A: <code>{esc(report['a'])}</code><br>B: <code>{esc(report['b'])}</code><br>
-model <code>{esc(report['model'])}</code>, {report['cases']} cases (seed {report['seed']}),
-{report['errors']} with errors.</p>
+model <code>{esc(report['model'])}</code>, {report['cases']} {_provenance(report)},
+{report['errors']} with errors.</p>{_skipped(report)}
 <h2>Agreement per field</h2><table><tr><th>field</th><th>agree</th><th>disagree</th><th>not comparable</th>
 <th>rate</th></tr>{rows}</table><h2>Disagreements</h2>{''.join(diffs) or '<p>none</p>'}</body></html>
 """
@@ -224,8 +238,13 @@ def parity_from_args(args: argparse.Namespace) -> int:
     transport = Transport.from_flags(api_key_env=args.api_key_env or (), header=args.header or (),
                                      timeout=[str(args.timeout)], ca_bundle=args.ca_bundle, insecure=args.insecure,
                                      max_concurrency=args.max_concurrency, max_rps=args.max_rps)
-    report = json.loads(transport.redact(json.dumps(run_parity(args.a, args.b, args.model, args.cases, args.seed,
-                                                               transport))))
+    if args.requests:
+        report = _traffic_report(args, transport)
+    elif args.a and args.b:
+        report = run_parity(args.a, args.b, args.model, args.cases, args.seed, transport)
+    else:
+        raise UsageError("give --a URL and --b URL, or --requests FILE with --target URL and --reference URL")
+    report = json.loads(transport.redact(json.dumps(report)))
     for name, v in report["agreement"].items():
         print(f"{name:14} agree {v['agree']:3}  disagree {v['disagree']:3}  n/a {v['not_comparable']:3}"
               f"  {_rate(v['rate'])}")
@@ -237,3 +256,23 @@ def parity_from_args(args: argparse.Namespace) -> int:
         print(f"parity report in {out}")
     disagreements = sum(v["disagree"] for v in report["agreement"].values())
     return 1 if disagreements or report["errors"] else 0
+
+
+def _traffic_report(args: argparse.Namespace, transport: Transport) -> dict[str, Any]:
+    from tokenspec.traffic import load_requests, run_traffic, to_report
+
+    if args.a or args.b or not (args.target and args.reference):
+        raise UsageError("--requests compares the split pipeline (--target, --engine) with --reference; not --a/--b")
+    urls = {"target": normalise_url(args.target), "engine": normalise_url(args.engine or args.target),
+            "reference": normalise_url(args.reference)}
+    requests, bad = load_requests(Path(args.requests))
+    for line in bad:
+        print(f"tokenspec: skipped {args.requests} {line}")
+    if not requests:
+        raise UsageError(f"--requests {args.requests}: no request to compare ({len(bad)} line(s) skipped)")
+    for role, url in urls.items():
+        check_reachable(url, transport, role)
+        check_access(url, transport, role)
+    model = args.model or served_model(urls["target"], transport)
+    return to_report(run_traffic(requests, urls["target"], urls["engine"], urls["reference"], model, transport),
+                     bad, urls, model)
