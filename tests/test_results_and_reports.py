@@ -96,14 +96,14 @@ def test_reports_have_the_documented_shape(tmp_path: Path) -> None:
     report = json.loads((tmp_path / "report.json").read_text())
     assert set(report) >= {"tokenspec_version", "target", "engine", "reference", "model", "started_at", "duration_s",
                            "summary", "tests", "headline", "capabilities", "contract", "expectations", "profile",
-                           "command"}
+                           "command", "interrupted", "collected", "insecure", "retries"}
     assert report["command"] == "tokenspec run --target http://t --seed 1"
     assert set(report["summary"]) >= {"total", "passed", "failed", "not_tested", "unsupported", "xfailed",
                                       "xpassed", "errors", "by_level"}
     assert set(report["tests"][0]) == {"nodeid", "requirement_ids", "level", "outcome", "duration_s", "message",
                                        "reproduce", "failed_requirements", "expectation", "expected", "actual",
                                        "comparison", "request_method", "request_url", "request_content_type",
-                                       "request_file", "charged_to"}
+                                       "request_file", "charged_to", "retries"}
     assert TestResult(**{k: v for k, v in report["tests"][0].items() if k not in ("expected", "request_file")}), \
         "a report.json from before the evidence fields still loads"
     html = (tmp_path / "report.html").read_text()
@@ -160,3 +160,14 @@ def test_family_scoped_expectations_are_strict_on_their_family_and_absent_elsewh
     assert folder_family(folder) == "tiny"
     (folder / "tokenspec-model.json").write_text('{"name": "tokenspec-qwen3", "family": "qwen3"}')
     assert folder_family(folder) == "qwen3"
+
+
+def test_the_headline_of_an_interrupted_insecure_or_throttled_run_says_so() -> None:
+    from dataclasses import replace
+
+    info = RunInfo("https://t", None, None, "m", 1, "2026-01-01T00:00:00+00:00", 1.5)
+    done = [result("passed"), replace(result("passed", nodeid="test_x.py::test_r"), retries=3)]
+    assert headline(done, info).startswith("PASS") and "3 request(s) retried after 429/503" in headline(done, info)
+    assert "TLS certificates NOT verified (--insecure)" in headline(done, replace(info, insecure=True))
+    stopped = headline(done, replace(info, interrupted="SIGTERM", collected=40))
+    assert stopped.startswith("INTERRUPTED (SIGTERM): 2 of 40 tests ran, no verdict") and "PASS" not in stopped
