@@ -1,0 +1,22 @@
+"""The subcommands of ``tokenspec``, one module each; every module has ``register(sub)`` (its parser and
+handler) and imports what it runs lazily, so ``tokenspec --help`` stays fast and a broken optional part
+cannot stop the others."""
+
+from tokenspec.commands import (
+    bench,
+    compare,
+    embedded,
+    expectations,
+    golden,
+    matrix,
+    model,
+    mutants,
+    parity,
+    run,
+    serve,
+    spec,
+    vllm,
+)
+
+#: In the order ``tokenspec --help`` lists them.
+COMMANDS = (model, golden, expectations, spec, run, serve, vllm, parity, bench, mutants, matrix, compare, embedded)

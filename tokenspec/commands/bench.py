@@ -1,0 +1,33 @@
+"""`tokenspec bench`: benchmarks against vLLM measured in the same run."""
+
+from __future__ import annotations
+
+import argparse
+
+from tokenspec.commands.parsing import (
+    EXIT_OK,
+    EXIT_USAGE,
+    command,
+)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from tokenspec.harness.benchmarks import bench_from_args
+
+    return bench_from_args(args)
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    bench = command(
+        sub, "bench", "benchmarks against vLLM measured in the same run",
+        exits=(EXIT_OK, "1  --strict and a target was missed", EXIT_USAGE),
+        examples=["tokenspec bench frontend --requests 100", "tokenspec bench suite"],
+    )
+    bench.add_argument("what", choices=["frontend", "gateway", "suite", "token-loop"], help="what to measure")
+    bench.add_argument("--model", metavar="DIR", help="model folder (default: the embedded tiny model)")
+    bench.add_argument("--requests", type=int, default=200, help="timed requests per server and endpoint")
+    bench.add_argument("--duration", type=float, default=60.0, help="gateway: load-test seconds")
+    bench.add_argument("--clients", type=int, default=32, help="gateway: concurrent load-test clients")
+    bench.add_argument("--out", default="benchmarks/results", metavar="DIR", help="folder for the JSON results")
+    bench.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    bench.set_defaults(handler=_bench)

@@ -1,0 +1,122 @@
+"""How a subcommand declares itself: plain-text help with defaults, its exit codes and examples, and the flags
+several commands share (the run's, the transport's). Each command module's ``register`` builds its parser
+with these; ``tokenspec.cli`` only assembles them."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+#: The main job's default seed: the README's command gives the same verdict on every run and machine.
+EMBEDDED_SEED = 20261201
+
+#: ``tokenspec model build --family`` values (harness/models/families.py holds the facts of each).
+MODEL_FAMILIES = ("tiny", "qwen3", "llama3", "deepseek-r1")
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Plain-text help: descriptions and epilogs as written, and every option that has a default shows it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            action.option_strings
+            and "%(default)" not in text
+            and "default:" not in text
+            and default not in (None, False, argparse.SUPPRESS)
+        ):
+            text += " (default: %(default)s)"
+        return text
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with the CLI's contract for usage errors: one line on stderr, exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"tokenspec: error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
+#: What every exit status means; each subcommand's --help lists the ones it can return.
+EXIT_OK = "0  done"
+EXIT_USAGE = "2  usage error: a bad flag or value, an unreachable URL, a missing file (one line on stderr)"
+EXIT_INTERRUPTED = "130  interrupted (Ctrl-C, SIGINT); 143 for SIGTERM (the report says INTERRUPTED)"
+RUN_EXITS = (
+    "0  verdict PASS or PASS WITH KNOWN FAILURES: no MUST-level test failed unexpectedly",
+    "1  verdict FAIL: a MUST-level test failed (or errored) and no expectation explains it",
+    EXIT_USAGE,
+    EXIT_INTERRUPTED,
+)
+
+
+def command(
+    sub: argparse._SubParsersAction,  # type: ignore[type-arg]
+    name: str,
+    summary: str,
+    *,
+    description: str = "",
+    examples: Sequence[str] = (),
+    exits: Sequence[str] = (EXIT_OK, EXIT_USAGE),
+) -> argparse.ArgumentParser:
+    """A subcommand whose --help says what it does, how it exits and how it is used."""
+    epilog = "exit codes:\n" + "\n".join(f"  {line}" for line in exits)
+    if examples:
+        epilog += "\n\nexamples:\n" + "\n".join(f"  {line}" for line in examples)
+    return sub.add_parser(
+        name,
+        help=summary,
+        description=f"{summary[0].upper()}{summary[1:]}." + (f"\n\n{description}" if description else ""),
+        epilog=epilog,
+        formatter_class=HelpFormatter,
+    )
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of ``tokenspec run`` (also accepted by ``nox -s conformance -- ...``)."""
+    p.add_argument("--target", required=True, metavar="URL",
+                   help="base URL (no /v1) hosting render/derender, and generate unless --engine is given")
+    p.add_argument("--engine", metavar="URL", help="base URL hosting /inference/v1/generate")
+    p.add_argument("--reference", metavar="URL",
+                   help="a standard serve endpoint (/v1/chat/completions) used for parity")
+    p.add_argument("--model", metavar="NAME",
+                   help="model name, checked against the target's /v1/models (default: its first entry)")
+    p.add_argument("--tokenizer", metavar="DIR",
+                   help="local model folder with the target's tokenizer, for token-level checks")
+    p.add_argument("--report", metavar="DIR",
+                   help="write report.json, junit.xml and summary.md here (default: a new temporary folder)")
+    p.add_argument("--level", choices=["must", "should", "may"], default="may", help="lowest level to run")
+    p.add_argument("--expectations", metavar="FILE",
+                   help="YAML file of known failures (see reports/expectations/)")
+    p.add_argument("--profile", metavar="FILE",
+                   help="YAML target profile: what the target declares (specs/profile.schema.json); "
+                        "without it the probe decides")
+    p.add_argument("-n", "--workers", default="2", help="parallel workers (pytest-xdist), or 0 for none")
+    p.add_argument("-k", dest="keyword", metavar="EXPR", help="only tests matching this pytest -k expression")
+    p.add_argument("--seed", type=int, help="hypothesis/schemathesis seed (default: random, printed by every run)")
+    p.add_argument("--timeout", action="append", metavar="[ROLE=]SECONDS",
+                   help="request timeout; ROLE is target, engine or reference, none for every role; repeatable"
+                        " (default: target=30 engine=60 reference=60)")
+    add_transport_arguments(p)
+    p.add_argument("--max-examples", type=int, default=25, help="hypothesis examples per property test")
+    p.add_argument("--no-shrink", action="store_true",
+                   help="report a property test's first failing example without shrinking it (a faster verdict, "
+                        "a longer reproduction)")
+    p.add_argument("--require-judged", choices=["must", "should", "may"], metavar="LEVEL",
+                   help="fail the run (exit 1) when a requirement of LEVEL or stronger that this run's tests cite"
+                        " was never judged (each of its tests not tested or broken); must, should or may")
+
+
+def add_transport_arguments(p: argparse.ArgumentParser) -> None:
+    """Credentials, TLS and rate flags of every command that talks to a server (tokenspec/transport.py)."""
+    p.add_argument("--api-key-env", action="append", metavar="[ROLE=]NAME",
+                   help="environment variable holding the API key, sent as `Authorization: Bearer`; ROLE is"
+                        " target, engine or reference (none: every role; ROLE= with no name: no key for it);"
+                        " repeatable (default: TOKENSPEC_API_KEY, when it is set)")
+    p.add_argument("--header", action="append", metavar="[ROLE=]'NAME: VALUE'",
+                   help="extra request header; VALUE may be $ENV_VAR (keep secrets there: reports show the"
+                        " variable, never its value); repeatable")
+    p.add_argument("--ca-bundle", metavar="FILE", help="PEM file of the CA(s) that sign the servers' TLS certificates")
+    p.add_argument("--insecure", action="store_true",
+                   help="do not verify TLS certificates (the report's headline says so)")
+    p.add_argument("--max-concurrency", type=int, metavar="N", help="at most N requests in flight, whole run")
+    p.add_argument("--max-rps", type=float, metavar="R", help="at most R requests started per second, whole run")
