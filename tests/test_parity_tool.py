@@ -71,6 +71,35 @@ def test_hosted_api_without_token_ids_compares_what_is_exposed(tmp_path: Path) -
     assert agreement["token_ids"]["not_comparable"] == 10 and agreement["content"]["agree"] == 8
 
 
+def test_a_key_the_servers_echo_never_reaches_the_parity_report(tmp_path: Path, monkeypatch, capsys) -> None:
+    """B answers every request 401 quoting the Authorization header it got (the key of the reference role): the
+    errors are in parity.json, the key is not, and it is when redaction is taken out (the check can fail)."""
+    from starlette.routing import Route as R
+
+    secret = "sk-parity-secret-8c1f0e7d"
+
+    async def echo(request: Request) -> Response:
+        auth = request.headers.get("authorization", "")
+        return JSONResponse({"error": {"message": f"bad key {auth}", "type": "AuthenticationError", "param": None,
+                                       "code": 401}}, 401)
+
+    echoing = Starlette(routes=[R("/v1/chat/completions", echo, methods=["POST"]),
+                                R("/v1/completions", echo, methods=["POST"]), R("/health", echo)])
+    monkeypatch.setenv("TOKENSPEC_API_KEY", secret)
+    with running_app(canned_server("same")) as a, running_app(echoing, health=None) as b:
+        for name in ("redacted", "leaky"):
+            if name == "leaky":
+                import tokenspec.transport
+
+                monkeypatch.setattr(tokenspec.transport, "redact", lambda text, secrets: text)
+            assert main(["parity", "--a", a, "--b", b, "--cases", "3", "--report", str(tmp_path / name)]) == 1
+    out = capsys.readouterr().out
+    redacted = (tmp_path / "redacted" / "parity.json").read_text()
+    assert "bad key Bearer $TOKENSPEC_API_KEY" in redacted and secret not in redacted and secret not in out
+    assert secret not in (tmp_path / "redacted" / "parity.html").read_text()
+    assert secret in (tmp_path / "leaky" / "parity.json").read_text(), "without redaction the key shows"
+
+
 def test_a_batch_file_s_bad_lines_are_named_by_number_and_skipped(tmp_path: Path) -> None:
     from tokenspec.traffic import load_requests
 

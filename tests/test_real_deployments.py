@@ -125,3 +125,18 @@ def test_a_key_echoed_by_the_server_never_reaches_the_report(tiny_model, tmp_pat
     _assert_no_secret(tmp_path / "redacted", out)
     with pytest.raises(AssertionError, match="the key reached"):
         _assert_no_secret(tmp_path / "leaky", leaky)
+
+
+def test_a_key_refused_on_a_route_but_not_on_the_model_list_stops_the_run(tiny_model, tmp_path):
+    """A gateway that leaves /v1/models open and guards render: the run stops before any test, naming the route."""
+    plain = create_app(_frontend(tiny_model))
+    guarded = ApiKeyGate(plain, digests=(digest(SECRET),))
+
+    async def app(scope, receive, send):
+        await (plain if scope.get("path") == "/v1/models" else guarded)(scope, receive, send)
+
+    with running_app(app) as url:
+        code, out = _run(url, tmp_path / "run", env={"TOKENSPEC_API_KEY": "sk-not-the-deployment-key"})
+    line = [x for x in out.splitlines() if x.startswith("tokenspec: error:")]
+    assert code == 2 and len(line) == 1, out[-2000:]
+    assert "401 to POST /v1/chat/completions/render" in line[0] and "$TOKENSPEC_API_KEY was refused" in line[0], line

@@ -58,11 +58,23 @@ KEY_FLAG = {"target": "--api-key-env NAME", "engine": "--api-key-env engine=NAME
             "reference": "--api-key-env reference=NAME"}
 
 
+#: Per role, the requests whose refusal (401/403) means the run's credentials do not open the server: the model
+#: list, and one route of the role's own (an empty body: a server that authenticates first answers 401, else 4xx).
+ACCESS_PROBES = {"target": (("GET", "/v1/models"), ("POST", "/v1/chat/completions/render")),
+                 "engine": (("GET", "/v1/models"), ("POST", "/inference/v1/generate")),
+                 "reference": (("GET", "/v1/models"), ("POST", "/v1/chat/completions"))}
+
+
 def check_access(url: str, transport: Transport, role: str = "target", timeout: float = 10.0) -> None:
-    """A 401 or 403 from ``GET /v1/models`` stops the run before any test: every answer would be a refusal."""
+    """A 401 or 403 to a role's access probes stops the run before any test: every answer would be a refusal."""
+    status, route = 0, ""
     try:
         with transport.client(role, timeout=timeout) as client:
-            status = client.get(f"{url}/v1/models").status_code
+            for method, route in ACCESS_PROBES[role]:
+                status = client.request(method, f"{url}{route}", **({"json": {}} if method == "POST" else {})
+                                        ).status_code
+                if status in (401, 403):
+                    break
     except httpx.HTTPError:
         return
     if status in (401, 403):
@@ -70,7 +82,7 @@ def check_access(url: str, transport: Transport, role: str = "target", timeout: 
         sent = transport.access[role].api_key()
         how = (f"the key in ${env} was refused" if sent else
                f"no API key was sent (${env} is not set)" if env else "no API key was sent to it")
-        raise UsageError(f"{role} {url} answered {status} to GET /v1/models: {how}; put the key in an environment"
+        raise UsageError(f"{role} {url} answered {status} to {method} {route}: {how}; put the key in an environment"
                          f" variable and pass {KEY_FLAG[role]} (default {DEFAULT_API_KEY_ENV})")
 
 
