@@ -139,10 +139,15 @@ class ServerProcess:
         return " | ".join(line.strip() for line in text[-lines:])
 
     def stop(self, grace: float = 15.0) -> None:
-        """End the whole process group: SIGTERM, then SIGKILL after ``grace`` seconds."""
+        """End the whole process group: SIGTERM, then SIGKILL after ``grace`` seconds (3 when the job was
+        interrupted: a cancelled CI job must end in seconds)."""
+        from tokenspec.interrupts import INTERRUPTS
+
         proc = self.process
         if proc is None or proc.poll() is not None:
             return
+        if INTERRUPTS.requested:
+            grace = min(grace, 3.0)
         try:
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=grace)

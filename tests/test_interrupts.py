@@ -73,3 +73,35 @@ def test_a_signal_stops_the_run_at_once_and_the_report_says_so(frontend_url, tin
     if alive:
         os.killpg(proc.pid, signal.SIGKILL)
     assert not alive, "a process of the run (an xdist worker) outlived it"
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    out = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in args:
+            out.append(f"{cmdline.parent.name}: {args[:200]}")
+    return out
+
+
+@pytest.mark.vllm
+def test_an_interrupted_main_job_stops_the_servers_it_started(tmp_path):
+    """SIGTERM to `tokenspec embedded` while its vLLM engine starts: exit 143 within seconds, and neither the engine
+    (in a session of its own) nor anything else that names the job's folder is left running."""
+    work = tmp_path / "work"
+    proc = subprocess.Popen([sys.executable, "-m", "tokenspec", "embedded", "--work", str(work), "--report",
+                             str(tmp_path / "report")], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not [p for p in _processes_mentioning(str(work)) if "vllm" in p] and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert proc.poll() is None, proc.stdout.read()[-2000:]
+    time.sleep(3)  # the engine is loading
+    proc.send_signal(signal.SIGTERM)
+    output, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 143 and "Traceback" not in output, output[-3000:]
+    time.sleep(1)
+    assert not _processes_mentioning(str(work)), _processes_mentioning(str(work))

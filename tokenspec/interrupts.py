@@ -4,7 +4,9 @@ A CI job is cancelled with SIGTERM (or SIGINT); pytest turns a KeyboardInterrupt
 session, so both signals raise one. Two things make that unreliable on their own, and are handled here:
 
 - an interrupt raised inside a garbage-collection callback (hypothesis registers one) is printed as
-  "Exception ignored" and swallowed: the signal is raised again every second until the job is finishing;
+  "Exception ignored" and swallowed: while the suite runs (:meth:`Interrupts.insisting`), the signal is raised
+  again every second until the run is finishing. Outside it a signal is raised once: a second one must not
+  cut short the cleanup the first started (stopping the servers a job started);
 - xdist workers are separate processes that SIGTERM to the controller does not reach: the signal is
   forwarded to the job's child processes as SIGINT, as a terminal's Ctrl-C would deliver it.
 
@@ -34,6 +36,7 @@ class Interrupts:
         self._deferred = True
         self._thread: threading.Thread | None = None
         self._forwarded = False
+        self._insisting = False
 
     @property
     def requested(self) -> bool:
@@ -61,6 +64,10 @@ class Interrupts:
         for signum in SIGNALS:
             self._previous[signum] = signal.signal(signum, self._handle)
 
+    def insisting(self, on: bool) -> None:
+        """The suite runs (``on``): an interrupt is raised again every second until the run is finishing."""
+        self._insisting = on
+
     def defer(self) -> None:
         """Modules load again (pytest's plugins, xdist's workers): hold signals until the next :meth:`arm`."""
         self._deferred = True
@@ -81,11 +88,14 @@ class Interrupts:
         self._previous.clear()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        if self.signum is None:
+        first = self.signum is None
+        if first:
             self.signum = signum
             self._thread = threading.Thread(target=self._insist, daemon=True, name="tokenspec-interrupt")
             self._thread.start()
-        if not self._finishing.is_set() and not self._deferred:
+        if self._finishing.is_set() or self._deferred:
+            return
+        if first or self._insisting or not self._forwarded:
             self._stop()
 
     def _stop(self) -> None:
@@ -97,7 +107,7 @@ class Interrupts:
     def _insist(self) -> None:
         """Raise the interrupt again while the job has not reached its end (the first may have been swallowed)."""
         while not self._finishing.wait(1.0):
-            if self._deferred:
+            if self._deferred or not self._insisting:
                 continue
             try:
                 signal.raise_signal(signal.SIGINT)

@@ -149,10 +149,13 @@ def run(config: RunConfig) -> int:
     secrets = config.transport.secrets()
     try:
         INTERRUPTS.defer()  # pytest loads its plugins; the suite plugin arms again before the probe
+        INTERRUPTS.insisting(True)
         with redacted_output(secrets):
             code = pytest.main(pytest_args(config, report_dir, seed))
     except KeyboardInterrupt:
         code = pytest.ExitCode.INTERRUPTED
+    finally:
+        INTERRUPTS.insisting(False)
     report = report_dir / "report.json"
     if code == pytest.ExitCode.INTERRUPTED or INTERRUPTS.requested:
         return _interrupted(report_dir, config.target, config.replay_command(seed), config.transport)
