@@ -47,10 +47,7 @@ class RunConfig:
             tokenizer=args.tokenizer, report=args.report, level=args.level, expectations=args.expectations,
             profile=args.profile, workers=str(args.workers), keyword=args.keyword, seed=args.seed,
             max_examples=args.max_examples, no_shrink=args.no_shrink, require_judged=args.require_judged,
-            transport=Transport.from_flags(api_key_env=args.api_key_env or (), header=args.header or (),
-                                           timeout=args.timeout or (), ca_bundle=args.ca_bundle,
-                                           insecure=args.insecure, max_concurrency=args.max_concurrency,
-                                           max_rps=args.max_rps),
+            transport=Transport.from_args(args),
         )
 
     @property

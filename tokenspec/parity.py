@@ -235,9 +235,7 @@ def run_parity(a_url: str, b_url: str, model: str | None, cases: int, seed: int,
 def parity_from_args(args: argparse.Namespace) -> int:
     if args.cases < 1:
         raise UsageError("--cases must be at least 1")
-    transport = Transport.from_flags(api_key_env=args.api_key_env or (), header=args.header or (),
-                                     timeout=[str(args.timeout)], ca_bundle=args.ca_bundle, insecure=args.insecure,
-                                     max_concurrency=args.max_concurrency, max_rps=args.max_rps)
+    transport = Transport.from_args(args, timeout=[str(args.timeout)])
     if args.requests:
         report = _traffic_report(args, transport)
     elif args.a and args.b:

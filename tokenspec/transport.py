@@ -168,6 +168,15 @@ class Transport:
             transport.access[r].request_headers()  # an unset variable is a usage error now, not a 401 later
         return transport
 
+    @classmethod
+    def from_args(cls, args: Any, timeout: Iterable[str] | None = None) -> Transport:
+        """From the parsed flags of ``add_transport_arguments`` (``timeout``: the command's own, when it has
+        no ``[ROLE=]SECONDS`` flag)."""
+        return cls.from_flags(api_key_env=args.api_key_env or (), header=args.header or (),
+                              timeout=timeout if timeout is not None else (getattr(args, "timeout", None) or ()),
+                              ca_bundle=args.ca_bundle, insecure=args.insecure,
+                              max_concurrency=args.max_concurrency, max_rps=args.max_rps)
+
     def flags(self) -> list[str]:
         """The ``tokenspec run`` flags that rebuild this transport (names of variables, never their values)."""
         out: list[str] = []

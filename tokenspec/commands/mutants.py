@@ -39,9 +39,7 @@ def _mutants(args: argparse.Namespace) -> int:
         return _mutants_on_the_reference_server(args, defects)
     from tokenspec.transport import Transport
 
-    transport = Transport.from_flags(api_key_env=args.api_key_env or (), header=args.header or (),
-                                     ca_bundle=args.ca_bundle, insecure=args.insecure,
-                                     max_concurrency=args.max_concurrency, max_rps=args.max_rps)
+    transport = Transport.from_args(args)
     urls = {name: normalise_url(url) if url else None
             for name, url in (("target", args.target), ("engine", args.engine), ("reference", args.reference))}
     for role, url in urls.items():

@@ -34,8 +34,7 @@ def _spec_drift(args: argparse.Namespace) -> int:
     from tokenspec.target import normalise_url
     from tokenspec.transport import Transport
 
-    transport = Transport.from_flags(api_key_env=args.api_key_env or (), header=args.header or (),
-                                     ca_bundle=args.ca_bundle, insecure=args.insecure)
+    transport = Transport.from_args(args, timeout=())
     report = drift(normalise_url(args.target), timeout=args.timeout, transport=transport)
     text = report.to_markdown()
     if args.out:
