@@ -72,7 +72,7 @@ def test_hosted_api_without_token_ids_compares_what_is_exposed(tmp_path: Path) -
 
 
 def test_a_key_the_servers_echo_never_reaches_the_parity_report(tmp_path: Path, monkeypatch, capsys) -> None:
-    """B answers every request 401 quoting the Authorization header it got (the key of the reference role): the
+    """B answers every request 400 quoting the Authorization header it got (the key of the reference role): the
     errors are in parity.json, the key is not, and it is when redaction is taken out (the check can fail)."""
     from starlette.routing import Route as R
 
@@ -80,8 +80,8 @@ def test_a_key_the_servers_echo_never_reaches_the_parity_report(tmp_path: Path, 
 
     async def echo(request: Request) -> Response:
         auth = request.headers.get("authorization", "")
-        return JSONResponse({"error": {"message": f"bad key {auth}", "type": "AuthenticationError", "param": None,
-                                       "code": 401}}, 401)
+        return JSONResponse({"error": {"message": f"bad key {auth}", "type": "BadRequestError", "param": None,
+                                       "code": 400}}, 400)
 
     echoing = Starlette(routes=[R("/v1/chat/completions", echo, methods=["POST"]),
                                 R("/v1/completions", echo, methods=["POST"]), R("/health", echo)])
