@@ -138,7 +138,7 @@ def test_own_traffic_through_the_split_pipeline_matches_vllm_at_the_token_level(
         code = main(["parity", "--requests", str(path), "--target", url, "--engine", vllm_engine.url,
                      "--reference", vllm_engine.url, "--report", str(tmp_path / "out")])
     printed = capsys.readouterr().out
-    assert "skipped" in printed and "line 4: not JSON" in printed and "line 13:" in printed, printed
+    assert "skipped" in printed and "line 4: not JSON" in printed and "line 12:" in printed, printed
     report = json.loads((tmp_path / "out" / "parity.json").read_text())
     assert report["modes"] == {"tokens": 10, "greedy": 0} and not report["errors"], report["results"]
     assert report["agreement"]["prompt_token_ids"]["agree"] == 10, report["agreement"]

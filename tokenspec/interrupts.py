@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 from pathlib import Path
 from types import FrameType
@@ -102,6 +103,7 @@ class Interrupts:
         if not self._forwarded:
             self._forwarded = True
             _forward_to_children()  # not while deferred: a worker killed while it starts is an xdist INTERNALERROR
+            _quiet_swallowed_interrupts()
         raise KeyboardInterrupt
 
     def _insist(self) -> None:
@@ -116,6 +118,18 @@ class Interrupts:
 
 
 INTERRUPTS = Interrupts()
+
+
+def _quiet_swallowed_interrupts() -> None:
+    """An interrupt raised inside a ``__del__`` or a gc callback is swallowed and printed as "Exception ignored"
+    with a traceback; the job raises it again itself (``_insist``), so that print is noise and is dropped."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable: object) -> None:
+        if not isinstance(getattr(unraisable, "exc_value", None), KeyboardInterrupt):
+            previous(unraisable)  # type: ignore[arg-type]
+
+    sys.unraisablehook = hook
 
 
 def _forward_to_children() -> None:

@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
+import pytest  # imported with the runner, while interrupts are still held (tokenspec/interrupts.py)
+
 from tokenspec.config import RunConfig
 from tokenspec.errors import UsageError
 from tokenspec.interrupts import INTERRUPTS
@@ -137,20 +139,17 @@ ARTIFACTS = ("report.json", "summary.md", "report.html", "junit.xml")
 
 def run(config: RunConfig) -> int:
     """Check the servers, run the suite, print the verdict; the exit code of ``tokenspec run``."""
-    import pytest
-
-    report_dir = _fresh_report_dir(config.report)
+    report_dir = Path(config.report) if config.report else Path(tempfile.mkdtemp(prefix="tokenspec-"))
     seed = config.seed if config.seed is not None else random.randrange(1 << 31)
+    code: int = pytest.ExitCode.INTERRUPTED
     try:
+        _clear(report_dir)
+        INTERRUPTS.arm()  # from here to the suite's end an interrupt always leaves an INTERRUPTED report
         config = check_servers(config)
-    except KeyboardInterrupt:
-        return _interrupted(report_dir, config.target, config.replay_command(seed), config.transport)
-    _prepare_pytest_environment()
-    secrets = config.transport.secrets()
-    try:
+        _prepare_pytest_environment()
         INTERRUPTS.defer()  # pytest loads its plugins; the suite plugin arms again before the probe
         INTERRUPTS.insisting(True)
-        with redacted_output(secrets):
+        with redacted_output(config.transport.secrets()):
             code = pytest.main(pytest_args(config, report_dir, seed))
     except KeyboardInterrupt:
         code = pytest.ExitCode.INTERRUPTED
@@ -193,10 +192,14 @@ def run(config: RunConfig) -> int:
 def _fresh_report_dir(report: str | None) -> Path:
     """The run's report folder, without the artifacts of an earlier run (none may outlive the run it describes)."""
     report_dir = Path(report) if report else Path(tempfile.mkdtemp(prefix="tokenspec-"))
+    _clear(report_dir)
+    return report_dir
+
+
+def _clear(report_dir: Path) -> None:
     for name in ARTIFACTS:
         (report_dir / name).unlink(missing_ok=True)
     shutil.rmtree(report_dir / "bodies", ignore_errors=True)
-    return report_dir
 
 
 def _interrupted(report_dir: Path, target: str, command: str, transport: Transport | None = None) -> int:
