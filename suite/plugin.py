@@ -110,9 +110,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "req(*ids): requirement IDs (AREA-NNN) this test checks")
     if not _active(config):
         return
-    from tokenspec.interrupts import INTERRUPTS
-
-    INTERRUPTS.arm()  # plugins are loaded: a signal from now on stops the run (tokenspec/interrupts.py)
     pytest.register_assert_rewrite(*HELPER_MODULES)
     CHECKS.active = bool(config.getini("enable_assertion_pass_hook"))
     config.pluginmanager.import_plugin("tokenspec.suite.fixtures")
@@ -126,8 +123,13 @@ def pytest_configure(config: pytest.Config) -> None:
         seed = int(os.environ.setdefault("TOKENSPEC_SEED", str(random.randrange(1 << 31))))
         config.option.tokenspec_seed = seed
     if not hasattr(config, "workerinput") and not config.option.collectonly:
+        import tokenizers  # noqa: F401 - C extensions load before the probe arms interrupts, never halfway
+
+        import tokenspec.suite.probe  # noqa: F401
+        from tokenspec.interrupts import INTERRUPTS
         from tokenspec.suite.fixtures import decide_capabilities
 
+        INTERRUPTS.arm()  # the suite's modules are loaded: a signal from now on stops the run
         config.stash[_CAPABILITIES] = decide_capabilities(config)
     config.stash[_RESULTS] = []
     config.stash[_STARTED] = (time.time(), datetime.now(UTC).isoformat(timespec="seconds"))
@@ -605,6 +607,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         write_reports(Path(out), info, config.stash[_RESULTS], config.stash.get(_COLLECTION_ERRORS, []),
                       caps.to_dict() if caps is not None else None)
 
+
+
+def pytest_keyboard_interrupt(excinfo: object) -> None:
+    """pytest has taken the interrupt: what follows (reports, unconfigure) is the run finishing, not to be cut."""
+    from tokenspec.interrupts import INTERRUPTS
+
+    INTERRUPTS.finishing()
 
 
 @pytest.hookimpl(trylast=True)
