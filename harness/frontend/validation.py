@@ -1,6 +1,7 @@
 """Request-body schemas and the checks vLLM applies to sampling fields, in one place.
 
-Shapes are JSON Schemas (a compiled verdict, jsonschema's errors: ``specs/openapi.SpecValidator``); a shape error is answered like vLLM's pydantic errors:
+Shapes are JSON Schemas (a compiled verdict, jsonschema's errors: ``specs/openapi.SpecValidator``); a shape
+error is answered like vLLM's pydantic errors:
 400, type "Bad Request", message "N validation error(s): ...", param = location of the first error
 ("body.<path>"). Unknown keys are ignored, as in vLLM. Range rules that vLLM enforces in SamplingParams
 come after, as 400 BadRequestError with vLLM's wording where it is known.
