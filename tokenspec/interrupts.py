@@ -89,14 +89,13 @@ class Interrupts:
         self._previous.clear()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        first = self.signum is None
-        if first:
+        if self.signum is None:
             self.signum = signum
             self._thread = threading.Thread(target=self._insist, daemon=True, name="tokenspec-interrupt")
             self._thread.start()
         if self._finishing.is_set() or self._deferred:
             return
-        if first or self._insisting or not self._forwarded:
+        if self._insisting or not self._forwarded:  # the first raise forwards; later ones only while the suite runs
             self._stop()
 
     def _stop(self) -> None:

@@ -419,16 +419,14 @@ class _Sender(httpx.BaseTransport):
             except BaseException:
                 self.policy.release()
                 raise
-            if response.status_code not in RETRY_STATUSES:
+            last = attempt == self.policy.retries
+            if response.status_code not in RETRY_STATUSES or last:
+                if response.status_code in RETRY_STATUSES:
+                    response.extensions[EXHAUSTED] = attempt
                 return httpx.Response(response.status_code, headers=response.headers,
                                       stream=_Released(response.stream, self.policy.release),
                                       extensions=response.extensions)
             wait = self.policy.wait(response, attempt)
-            if attempt == self.policy.retries:
-                response.extensions[EXHAUSTED] = attempt
-                return httpx.Response(response.status_code, headers=response.headers,
-                                      stream=_Released(response.stream, self.policy.release),
-                                      extensions=response.extensions)
             response.read()
             response.close()
             self.policy.release()
