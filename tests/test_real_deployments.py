@@ -140,3 +140,19 @@ def test_a_key_refused_on_a_route_but_not_on_the_model_list_stops_the_run(tiny_m
     line = [x for x in out.splitlines() if x.startswith("tokenspec: error:")]
     assert code == 2 and len(line) == 1, out[-2000:]
     assert "401 to POST /v1/chat/completions/render" in line[0] and "$TOKENSPEC_API_KEY was refused" in line[0], line
+
+
+def test_a_mutants_campaign_behind_a_key_keeps_it_out_of_every_artifact(tiny_model, tmp_path):
+    """The same echoing, key-protected server judged by a one-defect campaign: the proxies pass the key through,
+    and neither the campaign's pages nor any of its runs' reports holds it."""
+    app = ApiKeyGate(echoing_the_key(create_app(_frontend(tiny_model))), digests=(digest(SECRET),))
+    with running_app(app) as url:
+        done = subprocess.run([sys.executable, "-m", "tokenspec", "mutants", "--target", url, "--only",
+                               "derender-drops-usage", "--max-examples", "1", "--report", str(tmp_path / "mutants")],
+                              capture_output=True, text=True, timeout=900, cwd=ROOT,
+                              env={**os.environ, "TOKENSPEC_API_KEY": SECRET})
+    out = done.stdout + done.stderr
+    assert (tmp_path / "mutants" / "mutants.json").is_file(), out[-3000:]
+    runs = list((tmp_path / "mutants").rglob("report.json"))
+    assert len(runs) >= 2 and any("$TOKENSPEC_API_KEY" in p.read_text() for p in runs), "the echo reached a report"
+    _assert_no_secret(tmp_path / "mutants", out)
