@@ -17,10 +17,13 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from hypothesis import given
+from hypothesis import strategies as st
 from starlette.testclient import TestClient
 from tokenizers import Tokenizer
 
 from tokenspec.harness.frontend import FrontendConfig, create_app
+from tokenspec.harness.frontend.model_files import ModelFiles
 from tokenspec.harness.models.tiny import build
 
 MODEL = "tokenspec-tiny"
@@ -400,3 +403,18 @@ def test_whole_output_decode_equals_the_incremental_loop() -> None:
             slow = decode_tokens(model, seed_window(model, prompt, skip), ids, skip)
             fast = decode_all(model, seed_window(model, prompt, skip), ids, skip)
             assert fast == slow, (ids, prompt, skip)
+
+
+
+@pytest.fixture(scope="session")
+def model_files(model_dir: Path) -> ModelFiles:
+    return ModelFiles.load(model_dir)
+
+
+@given(text=st.lists(st.one_of(st.text(max_size=40), st.sampled_from(["<|im_start|>", "<|im_end|>", "<think>",
+                                                                      "</think>", "<tool_call>", "\n", " "])),
+                     max_size=12).map("".join),
+       add_special=st.booleans())
+def test_the_fast_encode_gives_the_ids_of_encode(model_files, tok, text, add_special):
+    """ModelFiles.encode takes tokenizers' offsets-free path: the ids must be exactly those of ``encode``."""
+    assert model_files.encode(text, add_special) == tok.encode(text, add_special_tokens=add_special).ids

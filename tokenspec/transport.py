@@ -264,20 +264,25 @@ class Transport:
     def shown_headers(self, role: str) -> list[tuple[str, str]]:
         return self.access[role].shown_headers()
 
-    def connect(self, base_url: str, timeout: float) -> socket.socket:
-        """A raw connection to ``base_url`` (TLS when it is https, with this transport's verification), for a
-        test that must write bytes no HTTP client would; send :meth:`Access.request_headers` on it yourself."""
-        url = httpx.URL(base_url)
-        https = url.scheme == "https"
-        sock = socket.create_connection((url.host, url.port or (443 if https else 80)), timeout=timeout)
-        if not https:
-            return sock
+    def ssl_context(self, base_url: str) -> ssl.SSLContext | None:
+        """The TLS context for a raw connection to ``base_url`` (None when it is plain http)."""
+        if httpx.URL(base_url).scheme != "https":
+            return None
         verify = self.verify()
         context = verify if isinstance(verify, ssl.SSLContext) else ssl.create_default_context()
         if verify is False:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
-        return context.wrap_socket(sock, server_hostname=url.host)
+        return context
+
+    def connect(self, base_url: str, timeout: float) -> socket.socket:
+        """A raw connection to ``base_url`` (TLS when it is https, with this transport's verification), for a
+        client that writes its own bytes; send :meth:`Access.request_headers` on it yourself."""
+        url = httpx.URL(base_url)
+        context = self.ssl_context(base_url)
+        sock = socket.create_connection((url.host, url.port or (443 if context else 80)), timeout=timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock if context is None else context.wrap_socket(sock, server_hostname=url.host)
 
 
 def redact(text: str, secrets: Mapping[str, str]) -> str:

@@ -7,6 +7,7 @@ import contextlib
 import json
 from typing import Any
 
+from tokenspec.errors import UsageError
 from tokenspec.harness.benchmarks.clients import WARMUP, TimedConnection, interleaved_throughput, post_ok, timeit_ms
 from tokenspec.harness.benchmarks.lifecycle import machine_facts, model_folder
 from tokenspec.harness.benchmarks.payloads import TARGET_TOKENS, conversation, output_ids
@@ -15,6 +16,7 @@ from tokenspec.harness.implementations import vllm
 from tokenspec.harness.implementations.reference import REASONING_PARSER, TOOL_PARSER, frontend_process
 from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
 
+CONCURRENCY = (1, 16)  # concurrent clients of the throughput bursts
 RENDER = "/v1/chat/completions/render"
 DERENDER = "/v1/chat/completions/derender"
 
@@ -35,11 +37,10 @@ def bench_frontend(args: argparse.Namespace) -> dict[str, Any]:
         print("starting our frontend and vLLM's render server ...", flush=True)
         frontend.start()
         render_server.start()
-        urls = {"vllm": render_server.url, "ours": frontend.url}
-        conns = {side: TimedConnection(url) for side, url in urls.items()}
+        conns = {"vllm": TimedConnection(render_server.url), "ours": TimedConnection(frontend.url)}
         for conn in conns.values():
             stack.callback(conn.close)
-        return _measure_frontend(args, name, tokenizer, urls, conns)
+        return _measure_frontend(args, name, tokenizer, conns)
     raise AssertionError("unreachable")
 
 
@@ -56,10 +57,12 @@ def _render_body(name: str, tokenizer: Any, conn: TimedConnection) -> tuple[byte
     return json.dumps(body).encode(), ids
 
 
-def _measure_frontend(args: argparse.Namespace, name: str, tokenizer: Any, urls: dict[str, str],
-                      conns: dict[str, TimedConnection]) -> dict[str, Any]:
-    n = args.requests
-    render_data, prompt_ids = _render_body(name, tokenizer, conns["vllm"])
+def measure_pair(conns: dict[str, TimedConnection], name: str, tokenizer: Any, n: int, *, subject: str,
+                 baseline: str, floor_side: str) -> dict[str, Any]:
+    """Chat render and derender on two servers of the same model, requests alternating between them: p50/p95/p99,
+    throughput at CONCURRENCY, subject/baseline ratios, and the floor of ``floor_side`` (its empty endpoint plus
+    in-process ``tokenizers`` work for the same payload). Prints the table; returns the figures."""
+    render_data, prompt_ids = _render_body(name, tokenizer, conns[baseline])
     derender_ids = output_ids(tokenizer, TARGET_TOKENS)
     derender_body = {
         "model": name,
@@ -69,76 +72,84 @@ def _measure_frontend(args: argparse.Namespace, name: str, tokenizer: Any, urls:
         "chat_request": {"model": name, "messages": [{"role": "user", "content": "Say something."}],
                          "chat_template_kwargs": {"enable_thinking": False}},
     }
-    derender_data = json.dumps(derender_body).encode()
-    payloads = {"render": (RENDER, render_data), "derender": (DERENDER, derender_data)}
+    payloads = {"render": (RENDER, render_data), "derender": (DERENDER, json.dumps(derender_body).encode())}
     print(f"render prompt: {len(prompt_ids)} tokens; derender output: {len(derender_ids)} tokens", flush=True)
 
     # Same request, same answer? (a benchmark of two servers doing different work would mean nothing)
     answers = {side: {ep: post_ok(conns[side], path, data)[0] for ep, (path, data) in payloads.items()}
                for side in conns}
-    same_render = answers["vllm"]["render"]["token_ids"] == answers["ours"]["render"]["token_ids"]
+    same_render = answers[subject]["render"]["token_ids"] == answers[baseline]["render"]["token_ids"]
     msg = {side: answers[side]["derender"]["choices"][0]["message"] for side in conns}
-    same_derender = all(msg["vllm"].get(k) == msg["ours"].get(k) for k in ("content", "reasoning"))
+    same_derender = all(msg[subject].get(k) == msg[baseline].get(k) for k in ("content", "reasoning"))
     print(f"same render token_ids: {same_render}; same derender content/reasoning: {same_derender}", flush=True)
 
+    prepared = {side: {ep: conn.prepare("POST", path, data) for ep, (path, data) in payloads.items()}
+                | {"health": conn.prepare("GET", "/health")} for side, conn in conns.items()}
     for _ in range(WARMUP):
-        for conn in conns.values():
-            for path, data in payloads.values():
-                post_ok(conn, path, data)
-            conn.send("GET", "/health")
-
-    latencies: dict[str, dict[str, list[float]]] = {side: {"render": [], "derender": [], "health": []}
-                                                    for side in conns}
-    for _ in range(n):  # interleaved: vllm render, ours render, vllm derender, ours derender, ...
-        for endpoint, (path, data) in payloads.items():
-            for side, conn in conns.items():
-                latencies[side][endpoint].append(post_ok(conn, path, data)[1])
         for side, conn in conns.items():
-            status, _, ms = conn.send("GET", "/health")
-            if status == 200:
-                latencies[side]["health"].append(ms)
+            for raw in prepared[side].values():
+                conn.exchange(raw)
+
+    latencies: dict[str, dict[str, list[float]]] = {side: {ep: [] for ep in prepared[side]} for side in conns}
+    for _ in range(n):  # interleaved: A render, B render, A derender, B derender, A health, B health, ...
+        for endpoint in ("render", "derender", "health"):
+            for side, conn in conns.items():
+                status, body, ms = conn.exchange(prepared[side][endpoint])
+                if status == 200:
+                    latencies[side][endpoint].append(ms)
+                elif endpoint != "health":
+                    raise UsageError(f"benchmark {endpoint} request to {side} answered {status}: {body[:300]!r}")
     stats = {side: {ep: summarize(vals) for ep, vals in eps.items() if vals} for side, eps in latencies.items()}
 
     print("throughput (interleaved bursts) ...", flush=True)
-    throughput = {endpoint: {f"c{c}": interleaved_throughput(urls, path, data, n, c) for c in (1, 8)}
+    throughput = {endpoint: {f"c{c}": interleaved_throughput(conns, path, data, max(n, 4 * c), c)
+                             for c in CONCURRENCY}
                   for endpoint, (path, data) in payloads.items()}
 
     rendered_text = tokenizer.decode(prompt_ids, skip_special_tokens=False)
     encode_ms = timeit_ms(lambda: tokenizer.encode(rendered_text, add_special_tokens=False), max(n, 200))
     decode_ms = timeit_ms(lambda: tokenizer.decode(derender_ids, skip_special_tokens=False), max(n, 200))
-    health_ms = stats["ours"]["health"]["p50"]
-    floor = {"health_p50": health_ms, "encode_p50": encode_ms, "decode_p50": decode_ms,
+    health_ms = stats[floor_side]["health"]["p50"]
+    floor = {"side": floor_side, "health_p50": health_ms, "encode_p50": encode_ms, "decode_p50": decode_ms,
              "render": health_ms + encode_ms, "derender": health_ms + decode_ms}
 
-    p50 = {side: {ep: stats[side][ep]["p50"] for ep in ("render", "derender")} for side in stats}
-    targets = [
-        Target("render p50 ours/vLLM", ratio(p50["ours"]["render"], p50["vllm"]["render"]), 0.5),
-        Target("derender p50 ours/vLLM", ratio(p50["ours"]["derender"], p50["vllm"]["derender"]), 0.2),
-        Target("derender p50 ours/floor", ratio(p50["ours"]["derender"], floor["derender"]), 3.0),
-    ]
-
+    ratios = {ep: {"p50": ratio(stats[subject][ep]["p50"], stats[baseline][ep]["p50"]),
+                   "p99": ratio(stats[subject][ep]["p99"], stats[baseline][ep]["p99"]),
+                   **{c: ratio(throughput[ep][c][subject], throughput[ep][c][baseline]) for c in throughput[ep]}}
+              for ep in payloads}
+    columns = [f"c{c}" for c in CONCURRENCY]
     rows = []
-    for endpoint in ("render", "derender"):
-        for side in ("vllm", "ours"):
+    for endpoint in payloads:
+        for side in (baseline, subject):
             s = stats[side][endpoint]
-            t = throughput[endpoint]
-            rows.append([f"{endpoint} {side}", s["p50"], s["p95"], t["c1"][side], t["c8"][side]])
-        rows.append([f"{endpoint} ours/vLLM", ratio(p50["ours"][endpoint], p50["vllm"][endpoint]),
-                     ratio(stats["ours"][endpoint]["p95"], stats["vllm"][endpoint]["p95"]),
-                     ratio(throughput[endpoint]["c1"]["ours"], throughput[endpoint]["c1"]["vllm"]),
-                     ratio(throughput[endpoint]["c8"]["ours"], throughput[endpoint]["c8"]["vllm"])])
-        rows.append([f"{endpoint} floor", floor[endpoint], "", "", ""])
-    for side in ("vllm", "ours"):
-        rows.append([f"GET /health {side}", stats[side]["health"]["p50"], stats[side]["health"]["p95"], "", ""])
+            rows.append([f"{endpoint} {side}", s["p50"], s["p99"], *(throughput[endpoint][c][side] for c in columns)])
+        r = ratios[endpoint]
+        rows.append([f"{endpoint} {subject}/{baseline}", r["p50"], r["p99"], *(r[c] for c in columns)])
+        rows.append([f"{endpoint} floor ({floor_side})", floor[endpoint], "", *("" for _ in columns)])
+    for side in (baseline, subject):
+        if "health" in stats[side]:
+            rows.append([f"GET /health {side}", stats[side]["health"]["p50"], stats[side]["health"]["p99"],
+                         *("" for _ in columns)])
     print()
-    print(table(["what (ms, req/s)", "p50 ms", "p95 ms", "req/s c1", "req/s c8"], rows))
+    print(table(["what (ms, req/s)", "p50 ms", "p99 ms", *(f"req/s {c}" for c in columns)], rows))
     print(f"floor: GET /health {health_ms:.3f} ms + tokenizers encode {encode_ms:.3f} ms (render) "
           f"/ decode {decode_ms:.3f} ms (derender)")
+    return {"requests": n, "warmup": WARMUP, "subject": subject, "baseline": baseline,
+            "prompt_tokens": len(prompt_ids), "output_tokens": len(derender_ids),
+            "same_render_token_ids": same_render, "same_derender_message": same_derender,
+            "latency_ms": stats, "throughput_rps": throughput, "ratios": ratios, "floor_ms": floor}
+
+
+def _measure_frontend(args: argparse.Namespace, name: str, tokenizer: Any, conns: dict[str, TimedConnection]
+                      ) -> dict[str, Any]:
+    doc = measure_pair(conns, name, tokenizer, args.requests, subject="ours", baseline="vllm", floor_side="ours")
+    ratios, floor = doc["ratios"], doc["floor_ms"]
+    targets = [
+        Target("render p50 ours/vLLM", ratios["render"]["p50"], 0.25),
+        Target("derender p50 ours/vLLM", ratios["derender"]["p50"], 0.07),
+        Target("derender p50 ours/floor", ratio(doc["latency_ms"]["ours"]["derender"]["p50"], floor["derender"]), 3.0),
+    ]
     print()
     for target in targets:
         print(target.line())
-    return {"benchmark": "frontend", "machine": machine_facts(), "requests": n, "warmup": WARMUP,
-            "prompt_tokens": len(prompt_ids), "output_tokens": len(derender_ids),
-            "same_render_token_ids": same_render, "same_derender_message": same_derender,
-            "latency_ms": stats, "throughput_rps": throughput, "floor_ms": floor,
-            "targets": [t.to_dict() for t in targets]}
+    return {"benchmark": "frontend", "machine": machine_facts(), **doc, "targets": [t.to_dict() for t in targets]}

@@ -112,7 +112,9 @@ class ModelFiles:
         return cached[1]
 
     def encode(self, text: str, add_special_tokens: bool) -> list[int]:
-        return self.tokenizer.encode(text, add_special_tokens=add_special_tokens).ids
+        """The ids of ``text``. ``encode_batch_fast`` gives the same ids as ``encode`` without tracking character
+        offsets, which nothing here reads: about a third less time for a chat prompt."""
+        return self.tokenizer.encode_batch_fast([text], add_special_tokens=add_special_tokens)[0].ids
 
     def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
