@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tokenspec.phases import CLOCK
 from tokenspec.suite.client import SuiteClient
 from tokenspec.suite.gating import Capabilities
 from tokenspec.suite.plugin import LAST_REQUEST
@@ -82,7 +83,8 @@ def decide_capabilities(config: pytest.Config) -> Capabilities:
 
     target = target_from_config(config)
     path = config.getoption("--tokenspec-profile")
-    caps = probe(target, Codec(target), load_profile(path) if path else None)
+    with CLOCK.timing("probe"):
+        caps = probe(target, Codec(target), load_profile(path) if path else None)
     fd, file = tempfile.mkstemp(prefix="tokenspec-capabilities-", suffix=".json")
     with os.fdopen(fd, "w") as out:
         json.dump(caps.to_dict(), out)

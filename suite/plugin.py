@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pytest
 
+from tokenspec.phases import CLOCK
 from tokenspec.progress import Counter
 from tokenspec.suite.gating import anchored_roles
 from tokenspec.suite.results import LEVELS, MAX_OPERAND, NOT_TESTED_PREFIX, UNSUPPORTED_PREFIX, TestResult, safe_name
@@ -111,6 +112,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if not _active(config):
         return
     pytest.register_assert_rewrite(*HELPER_MODULES)
+    if CLOCK.on:
+        _time_hypothesis()
     CHECKS.active = bool(config.getini("enable_assertion_pass_hook"))
     config.pluginmanager.import_plugin("tokenspec.suite.fixtures")
     report_dir = config.getoption("--tokenspec-report")
@@ -133,6 +136,22 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_CAPABILITIES] = decide_capabilities(config)
     config.stash[_RESULTS] = []
     config.stash[_STARTED] = (time.time(), datetime.now(UTC).isoformat(timespec="seconds"))
+
+
+def _time_hypothesis() -> None:
+    """Hypothesis's own account of each example (``bench suite --profile``): time drawing data, and the time of
+    the examples it ran while shrinking."""
+    from hypothesis.internal.observability import add_observability_callback
+
+    def observe(observation: object) -> None:
+        if getattr(observation, "type", None) != "test_case":
+            return
+        timing = observation.timing  # type: ignore[attr-defined]
+        CLOCK.add("generation", sum(v for k, v in timing.items() if k.startswith("generate:")))
+        if "shrink" in observation.how_generated:  # type: ignore[attr-defined]
+            CLOCK.add("shrinking", sum(timing.values()))
+
+    add_observability_callback(observe)
 
 
 _RESULTS = pytest.StashKey[list[TestResult]]()
@@ -269,6 +288,12 @@ def pytest_assertrepr_compare(config: pytest.Config, op: str, left: object, righ
         for key in ("op", "actual", "expected"):
             _COMPARISON.pop(key, None)
     return None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[object]:
+    with CLOCK.running(item.nodeid):
+        return (yield)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -604,8 +629,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     out = config.getoption("--tokenspec-report")
     if out:
         caps = config.stash.get(_CAPABILITIES, None)
-        write_reports(Path(out), info, config.stash[_RESULTS], config.stash.get(_COLLECTION_ERRORS, []),
-                      caps.to_dict() if caps is not None else None)
+        with CLOCK.timing("report"):
+            write_reports(Path(out), info, config.stash[_RESULTS], config.stash.get(_COLLECTION_ERRORS, []),
+                          caps.to_dict() if caps is not None else None)
 
 
 
@@ -619,6 +645,8 @@ def pytest_keyboard_interrupt(excinfo: object) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Last, after every writer (junit.xml included): no secret of the run's transport stays in its report folder."""
+    if _active(config):
+        CLOCK.write()
     if not _active(config) or hasattr(config, "workerinput") or not (out := config.getoption("--tokenspec-report")):
         return
     from tokenspec.suite.fixtures import transport_from_config

@@ -12,6 +12,7 @@ from typing import Any
 
 from jsonschema.exceptions import ValidationError, best_match
 
+from tokenspec.phases import CLOCK
 from tokenspec.specs.openapi import response_schema
 
 MAX_PROBLEMS = 5
@@ -32,6 +33,11 @@ def validate_response(
     method: str, path: str, status: int, body: Any, content_type: str = "application/json"
 ) -> list[str]:
     """Problems of ``body`` against the spec's response schema; [] when valid or when the spec has none."""
+    with CLOCK.timing("validation"):
+        return _problems(method, path, status, body, content_type)
+
+
+def _problems(method: str, path: str, status: int, body: Any, content_type: str) -> list[str]:
     validator = response_schema(path, method.lower(), status, content_type=content_type)
     if validator is None:
         return []

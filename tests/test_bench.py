@@ -8,17 +8,21 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from tokenizers import Tokenizer
 
+from tokenspec import phases
 from tokenspec.cli import build_parser
 from tokenspec.errors import UsageError
 from tokenspec.harness import benchmarks
 from tokenspec.harness.benchmarks import gateway, payloads, statistics, suite, token_loop
+from tokenspec.harness.implementations import Deployment
 from tokenspec.harness.models.tiny import BuildResult
 
 
@@ -111,35 +115,54 @@ def test_token_loop_records_decode_to_their_text_and_back(tiny_model: BuildResul
         assert tok.encode(tok.decode(ids), add_special_tokens=False).ids == ids
 
 
-class _FakeServer:
-    """Stands in for the reference server: the suite benchmark only reads its URLs."""
+class _FakePlugin:
+    """Stands in for an implementation plug-in (test double): the suite benchmark only reads the deployment's URLs."""
 
-    def __init__(self, frontend_url: str, engine_url: str) -> None:
-        self.frontend = argparse.Namespace(url=frontend_url)
-        self.engine = argparse.Namespace(url=engine_url)
+    title = "fake"
+
+    def __init__(self, target: str, engine: str) -> None:
+        self.target, self.engine = target, engine
+
+    def installed(self) -> bool:
+        return True
+
+    def deploy(self, config: object) -> Deployment:
+        return Deployment("fake", "0", "cpu", target=self.target, engine=self.engine, reference=self.engine,
+                          roles="a fake deployment")
 
 
 def test_suite_benchmark_times_tokenspec_run_as_a_child_process(tiny_model: BuildResult, monkeypatch) -> None:
-    """``bench suite`` runs ``python -m tokenspec run`` with flags the CLI accepts, and reads its report.json."""
-    seen: list[list[str]] = []
+    """``bench suite`` runs ``python -m tokenspec run`` with flags the CLI accepts, and reads its report.json;
+    ``--profile`` adds a second run with the phase clock switched on in its environment."""
+    seen: list[tuple[list[str], dict | None]] = []
 
-    def call(command: list[str]) -> int:
-        seen.append(command)
+    def call(command: list[str], env: dict | None = None) -> int:
+        seen.append((command, env))
         report_dir = command[command.index("--report") + 1]
         (Path(report_dir) / "report.json").write_text(json.dumps({"summary": {"passed": 3, "failed": 1, "total": 4}}))
+        if env:
+            folder = Path(env[phases.ENV])
+            (folder / "phases-1.json").write_text(json.dumps({
+                "suite/test_a.py::t1": {"wall": 2.0, "http": 1.5, "validation": 0.1}, phases.SESSION: {"probe": 3.0}}))
+            (folder / "phases-2.json").write_text(json.dumps({"suite/test_a.py::t2": {"wall": 1.0, "shrinking": 0.5}}))
         return 1
 
-    monkeypatch.setattr(suite, "start_reference", lambda stack, model_dir: (_FakeServer("http://f", "http://e"), 2.5))
+    monkeypatch.setattr(suite, "implementation", lambda name: _FakePlugin("http://f", "http://e"))
     monkeypatch.setattr(suite.subprocess, "call", call)
-    args = build_parser().parse_args(["bench", "suite", "--model", str(tiny_model.model_dir)])
+    args = build_parser().parse_args(["bench", "suite", "--model", str(tiny_model.model_dir), "--profile"])
     doc = suite.bench_suite(args)
-    (command,) = seen
+    (command, env), (_, profiled_env) = seen
+    assert env is None and profiled_env is not None
     assert command[:4] == [sys.executable, "-m", "tokenspec", "run"]
     run_args = build_parser().parse_args(command[3:])
-    assert (run_args.target, run_args.reference, run_args.tokenizer) == ("http://f", "http://e",
-                                                                         str(tiny_model.model_dir))
-    assert doc["exit_code"] == 1 and doc["startup_s"] == 2.5 and doc["summary"]["total"] == 4
-    assert doc["targets"][0]["name"] == "suite wall time / 120 s"
+    assert (run_args.target, run_args.engine, run_args.reference, run_args.tokenizer) == (
+        "http://f", "http://e", "http://e", str(tiny_model.model_dir))
+    assert doc["exit_code"] == 1 and doc["summary"]["total"] == 4
+    assert doc["targets"][0]["name"] == "suite wall time / 90 s"
+    row = doc["phases"]["files"]["test_a.py"]
+    assert (row["tests"], row["wall"], row["http"], row["shrinking"]) == (2, 3.0, 1.5, 0.5)
+    assert math.isclose(row["other"], 3.0 - 1.5 - 0.1)
+    assert doc["phases"]["session"]["probe"] == 3.0
 
 
 def test_suite_benchmark_stops_when_the_suite_could_not_run(tiny_model: BuildResult, monkeypatch) -> None:
@@ -148,7 +171,76 @@ def test_suite_benchmark_stops_when_the_suite_could_not_run(tiny_model: BuildRes
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    monkeypatch.setattr(suite, "start_reference", lambda stack, model_dir: (_FakeServer(closed, closed), 0.0))
+    monkeypatch.setattr(suite, "implementation", lambda name: _FakePlugin(closed, closed))
     args = build_parser().parse_args(["bench", "suite", "--model", str(tiny_model.model_dir)])
     with pytest.raises(UsageError, match="exit code 2"):
         suite.bench_suite(args)
+
+
+@pytest.mark.vllm
+def test_bench_target_measures_a_key_protected_target_against_the_bundled_frontend(
+        tiny_model: BuildResult, vllm_engine, monkeypatch, capsys) -> None:
+    """``bench target`` on a real frontend behind an API key (the key from the environment, never printed): both
+    sides give the same answers, every ratio is measured, and ``--engine`` times the whole split path."""
+    from broken_server import frontend_config
+    from frontend_server import running_frontend
+
+    from tokenspec.harness.benchmarks import target as target_bench
+    from tokenspec.harness.frontend.auth import digest
+
+    key = "bench-target-secret-key"
+    monkeypatch.setenv("BENCH_TARGET_KEY", key)
+    config = frontend_config(tiny_model.model_dir, "tokenspec-tiny", api_key_digests=(digest(key),))
+    with running_frontend(config) as url:
+        args = build_parser().parse_args(["bench", "target", "--target", url, "--engine", vllm_engine.url,
+                                          "--model", str(tiny_model.model_dir), "--requests", "4",
+                                          "--api-key-env", "target=BENCH_TARGET_KEY", "--api-key-env", "engine="])
+        doc = target_bench.bench_target(args)
+    printed = capsys.readouterr()
+    assert key not in printed.out + printed.err
+    assert doc["same_render_token_ids"] and doc["same_derender_message"]
+    assert (doc["subject"], doc["baseline"]) == ("target", "tokenspec")
+    for endpoint in ("render", "derender"):
+        assert set(doc["ratios"][endpoint]) == {"p50", "p99", "c1", "c16"}
+        assert all(value > 0 for value in doc["ratios"][endpoint].values())
+    assert doc["split_path"]["ratio_p50"] > 0 and doc["split_path"]["latency_ms"]["target"]["n"] >= 10
+
+
+def test_bench_target_without_the_key_is_a_one_line_error(tiny_model: BuildResult, monkeypatch) -> None:
+    """A target that refuses the benchmark's requests (401: no key given) stops it with the status, no traceback."""
+    from broken_server import frontend_config
+    from frontend_server import running_frontend
+
+    from tokenspec.harness.benchmarks import target as target_bench
+    from tokenspec.harness.frontend.auth import digest
+
+    monkeypatch.delenv("TOKENSPEC_API_KEY", raising=False)
+    config = frontend_config(tiny_model.model_dir, "tokenspec-tiny", api_key_digests=(digest("k"),))
+    with running_frontend(config) as url:
+        args = build_parser().parse_args(["bench", "target", "--target", url, "--model", str(tiny_model.model_dir),
+                                          "--requests", "2"])
+        with pytest.raises(UsageError, match="401"):
+            target_bench.bench_target(args)
+
+
+def test_a_profiled_run_says_where_its_time_went(tiny_model: BuildResult, tmp_path) -> None:
+    """A real ``tokenspec run`` with the phase clock on (two workers and the controller): every process writes its
+    totals, the probe and the report are timed, and each test's HTTP, validation and hypothesis generation lie
+    within its wall time."""
+    from broken_server import frontend_config
+    from frontend_server import running_frontend
+
+    folder = tmp_path / "phases"
+    config = frontend_config(tiny_model.model_dir, "tokenspec-tiny")
+    with running_frontend(config) as url:
+        done = subprocess.run([sys.executable, "-m", "tokenspec", "run", "--target", url, "--tokenizer",
+                               str(tiny_model.model_dir), "--report", str(tmp_path / "report"), "--seed", "3",
+                               "-n", "2", "-k", "test_fuzz_operation and chat/completions/render"],
+                              capture_output=True, text=True, timeout=300, env={**os.environ, phases.ENV: str(folder)})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert len(list(folder.glob("phases-*.json"))) == 3
+    totals = phases.merged(folder)
+    assert totals[phases.SESSION]["probe"] > 0 and totals[phases.SESSION]["report"] > 0
+    tests = {name: t for name, t in totals.items() if name != phases.SESSION}
+    assert tests and all(t["wall"] >= t.get("http", 0) + t.get("validation", 0) for t in tests.values())
+    assert all(t["http"] > 0 and t["generation"] > 0 and t["validation"] > 0 for t in tests.values())

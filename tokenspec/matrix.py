@@ -47,15 +47,17 @@ class CellRun:
     roles: str
     expectations: str | None
     command: str
+    #: ``tokenspec bench target`` against the cell's target, the bundled frontend as baseline: subject/baseline
+    #: ratios, or {"error": why it could not be measured}; None when speed was not asked for.
+    speed: dict[str, Any] | None = None
 
     @property
     def column(self) -> str:
         return f"{self.implementation} {self.version} · {self.family}"
 
 
-def run_cell(impl_name: str, family: str, out_dir: Path, *, seed: int, workers: int, max_examples: int,
-             install: bool) -> CellRun:
-    """Deploy, run the suite in a child process, stop everything; the run folder lands in ``out_dir``."""
+def _configuration(impl_name: str, family: str, install: bool) -> tuple[Any, Any]:
+    """The implementation plug-in (installed) and the family's configuration (its model folder built)."""
     from tokenspec.golden_corpus import family_folder
     from tokenspec.harness.implementations import Configuration, implementation
     from tokenspec.harness.models.families import FAMILY_PARSERS
@@ -71,7 +73,15 @@ def run_cell(impl_name: str, family: str, out_dir: Path, *, seed: int, workers: 
         folder = family_folder(family, cache_dir() / "matrix" / family)
     name = json.loads((folder / "tokenspec-model.json").read_text())["name"]
     tool, reasoning = FAMILY_PARSERS[family]
-    config = Configuration(folder, name, family, tool, reasoning)
+    return impl, Configuration(folder, name, family, tool, reasoning)
+
+
+def run_cell(impl_name: str, family: str, out_dir: Path, *, seed: int, workers: int, max_examples: int,
+             install: bool, speed_requests: int = 0) -> CellRun:
+    """Deploy, run the suite in a child process, then (``speed_requests``) its speed; stop everything. The run
+    folder lands in ``out_dir``."""
+    impl, config = _configuration(impl_name, family, install)
+    folder, name = config.model_dir, config.served_model_name
     started = time.monotonic()
     with impl.deploy(config) as deployment:
         run_dir = out_dir / f"{deployment.key}-{family}"
@@ -84,14 +94,56 @@ def run_cell(impl_name: str, family: str, out_dir: Path, *, seed: int, workers: 
         print(f"tokenspec: {impl.title} {deployment.version} on {family} ({config.describe()}): {deployment.roles}",
               flush=True)
         code = subprocess.call([sys.executable, "-m", *command])
+        speed = _speed(deployment.target, folder, config, run_dir, speed_requests) if speed_requests else None
     if code not in (0, 1):
         raise UsageError(f"the suite could not run against {deployment.key} on {family} (exit {code})")
     report = json.loads((run_dir / "report.json").read_text())
     cell = CellRun(deployment.implementation, deployment.version, deployment.platform, family, run_dir.name,
                    report["headline"], code, round(time.monotonic() - started, 1), deployment.roles,
-                   _relative(expectations) if expectations else None, " ".join(command))
+                   _relative(expectations) if expectations else None, " ".join(command), speed)
     (run_dir / "cell.json").write_text(json.dumps(asdict(cell), indent=2) + "\n")
     return cell
+
+
+def measure_speed(impl_name: str, family: str, out_dir: Path, *, install: bool, requests: int) -> CellRun:
+    """Deploy a cell that already ran and measure only its speed, into its cell.json (``--speed-only``)."""
+    impl, config = _configuration(impl_name, family, install)
+    with impl.deploy(config) as deployment:
+        run_dir = out_dir / f"{deployment.key}-{family}"
+        if not (run_dir / "cell.json").exists():
+            raise UsageError(f"{run_dir} holds no run of the suite: run the matrix on it first")
+        speed = _speed(deployment.target, config.model_dir, config, run_dir, requests)
+    cell = CellRun(**{**json.loads((run_dir / "cell.json").read_text()), "speed": speed})
+    (run_dir / "cell.json").write_text(json.dumps(asdict(cell), indent=2) + "\n")
+    return cell
+
+
+def _speed(target: str, folder: Path, config: Any, run_dir: Path, requests: int) -> dict[str, Any]:
+    """``tokenspec bench target`` on the cell's target (a child process, as the suite); its ratios, or why not."""
+    command = [sys.executable, "-m", "tokenspec", "bench", "target", "--target", target, "--model", str(folder),
+               "--tool-parser", config.tool_parser or "none", "--reasoning-parser", config.reasoning_parser or "none",
+               "--requests", str(requests), "--out", str(run_dir)]
+    print(f"tokenspec: speed of {target} against the bundled frontend ...", flush=True)
+    done = subprocess.run(command, capture_output=True, text=True)
+    result = run_dir / "target.json"
+    if done.returncode != 0 or not result.exists():
+        lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+        return {"error": lines[-1] if lines else f"exit {done.returncode}"}
+    doc = json.loads(result.read_text())
+    return {"baseline": doc["baseline"], "requests": doc["requests"], "same_answers":
+            bool(doc["same_render_token_ids"] and doc["same_derender_message"]),
+            **{f"{ep}_{k}": round(v, 3) for ep, figures in doc["ratios"].items() for k, v in figures.items()}}
+
+
+def _speed_text(speed: dict[str, Any] | None) -> str:
+    """A cell's speed as the page shows it: render / derender p50 and c16 throughput ratios."""
+    if not speed:
+        return "not measured"
+    if "error" in speed:
+        return f"not measured: {speed['error']}"
+    text = (f"render p50 {speed['render_p50']:.2f}x, throughput {speed['render_c16']:.2f}x; "
+            f"derender p50 {speed['derender_p50']:.2f}x, throughput {speed['derender_c16']:.2f}x")
+    return text if speed.get("same_answers", True) else text + " (answers differ from the baseline's)"
 
 
 def _relative(path: Path | None) -> str:
@@ -160,10 +212,14 @@ def _counts(row_states: list[str | None]) -> str:
 def _markdown(cells: list[CellRun], rows: dict[str, list], catalogue: dict) -> str:
     lines = ["# tokenspec implementation matrix", "",
              "Each column is one run of the suite (seed, options and the command in its folder's cell.json).", "",
-             "| run | verdict | requirements | seconds | expectations |", "|---|---|---|---:|---|"]
+             "Speed: `tokenspec bench target` against the run's target, the bundled frontend on the same model as"
+             " baseline, measured in the same run: target/baseline ratios (p50 latency: lower is faster;"
+             " throughput at 16 clients: higher is faster). The reference server's own ratios show the noise.", "",
+             "| run | verdict | requirements | seconds | expectations | speed vs the bundled frontend |",
+             "|---|---|---|---:|---|---|"]
     lines += [f"| [{c.column}]({c.folder}/summary.md) | {c.headline} |"
               f" {_counts([row[i][0] for row in rows.values() if row[i]])} | {c.seconds:.0f} |"
-              f" {c.expectations or 'none'} |" for i, c in enumerate(cells)]
+              f" {c.expectations or 'none'} | {_speed_text(c.speed)} |" for i, c in enumerate(cells)]
     lines += ["", "| requirement | level | " + " | ".join(c.column for c in cells) + " |",
               "|---|---|" + "---|" * len(cells)]
     for rid, row in rows.items():
@@ -200,7 +256,8 @@ def _html(cells: list[CellRun], columns: list, rows: dict[str, list], catalogue:
         f"<tr><td><a href='{escape(c.folder)}/report.html'>{escape(c.column)}</a></td>"
         f"<td class='verdict {_verdict_class(c.headline)}'>{escape(c.headline)}</td>"
         f"<td>{escape(_counts([s for s, _ in states.values()]))}</td>"
-        f"<td>{escape(c.roles)}</td><td>{escape(c.expectations or 'none')}</td><td>{c.seconds:.0f} s</td></tr>"
+        f"<td>{escape(c.roles)}</td><td>{escape(c.expectations or 'none')}</td><td>{c.seconds:.0f} s</td>"
+        f"<td>{escape(_speed_text(c.speed))}</td></tr>"
         for c, _, states in columns)
     head = "".join(f"<th class='run'>{escape(c.column)}</th>" for c in cells)
     body = []
@@ -230,7 +287,8 @@ def _html(cells: list[CellRun], columns: list, rows: dict[str, list], catalogue:
 </style></head><body>
 <h1>tokenspec implementation matrix</h1>
 <table id="runs"><tr><th>run</th><th>verdict</th><th>requirements</th><th>roles</th><th>expectations</th>
-<th>time</th></tr>{runs}</table>
+<th>time</th><th>speed vs the bundled frontend (target/baseline: p50 lower is faster, throughput at 16 clients
+higher is faster)</th></tr>{runs}</table>
 {"<p>Comparisons (<code>tokenspec compare</code>): " + ", ".join(
     f"<a href='{escape(c)}/compare.md'>{escape(c)}</a>" for c in comparisons) + "</p>" if comparisons else ""}
 <h2>Requirements</h2>
@@ -246,11 +304,18 @@ def matrix_from_args(args: Any) -> int:
     out_dir = Path(args.report)
     out_dir.mkdir(parents=True, exist_ok=True)
     failures = 0
-    if not args.page_only:
+    if args.speed_only:
+        for impl_name in args.implementations:
+            for family in args.families:
+                cell = measure_speed(impl_name, family, out_dir, install=args.install,
+                                     requests=args.speed_requests or 100)
+                print(f"tokenspec: {cell.column}: {_speed_text(cell.speed)}", flush=True)
+    elif not args.page_only:
         for impl_name in args.implementations:
             for family in args.families:
                 cell = run_cell(impl_name, family, out_dir, seed=args.seed, workers=args.workers,
-                                max_examples=args.max_examples, install=args.install)
+                                max_examples=args.max_examples, install=args.install,
+                                speed_requests=args.speed_requests)
                 print(f"tokenspec: {cell.column}: {cell.headline} ({cell.seconds:.0f} s)", flush=True)
                 failures += cell.exit_code != 0
     build_page(out_dir)

@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 
 from tokenspec.errors import UsageError
+from tokenspec.phases import CLOCK
 
 ROLES = ("target", "engine", "reference")
 #: The environment variable an API key is read from when no --api-key-env says otherwise.
@@ -393,9 +394,10 @@ def _policy(transport: Transport) -> _Policy:
 class _Released(httpx.SyncByteStream):
     """A response body that gives its concurrency slot back when it is closed (streams hold theirs)."""
 
-    def __init__(self, stream: Any, release: Any) -> None:
+    def __init__(self, stream: Any, release: Any, started: float) -> None:
         self._stream = stream
         self._release = release
+        self._started = started
 
     def __iter__(self) -> Iterator[bytes]:
         yield from self._stream
@@ -406,6 +408,7 @@ class _Released(httpx.SyncByteStream):
         finally:
             release, self._release = self._release, None
             if release is not None:
+                CLOCK.add("http", time.perf_counter() - self._started)
                 release()
 
 
@@ -417,6 +420,7 @@ class _Sender(httpx.BaseTransport):
         self.policy = policy
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
+        started = time.perf_counter()
         for attempt in range(self.policy.retries + 1):
             self.policy.acquire()
             try:
@@ -429,7 +433,7 @@ class _Sender(httpx.BaseTransport):
                 if response.status_code in RETRY_STATUSES:
                     response.extensions[EXHAUSTED] = attempt
                 return httpx.Response(response.status_code, headers=response.headers,
-                                      stream=_Released(response.stream, self.policy.release),
+                                      stream=_Released(response.stream, self.policy.release, started),
                                       extensions=response.extensions)
             wait = self.policy.wait(response, attempt)
             response.read()

@@ -10,7 +10,10 @@ hits both sides alike, is stable enough to report against a target.
 - ``gateway``: the whole reference server; a 16-token greedy generation through vLLM's coupled endpoint vs
   through our gateway, then a load test of mixed streaming / non-streaming requests with RSS samples and a
   parity sample.
-- ``suite``: wall time of a full ``tokenspec run`` against the reference server (start-up excluded).
+- ``suite``: wall time of a full ``tokenspec run`` against an implementation's deployment (start-up excluded),
+  and with ``--profile`` where a profiled run spends its time, per test file and phase.
+- ``target``: any implementation's render and derender speed against the bundled frontend on the same model,
+  measured in the same run (the matrix shows these ratios beside each verdict).
 - ``token-loop``: the token-native proposal's payoff through the reference server: stored ids -> token prompt ->
   token answer -> stored, against detokenize -> text prompt -> text answer -> re-tokenize, on the same records;
   encode/decode work and bytes on the wire per request, as token/text ratios.
@@ -31,10 +34,12 @@ from tokenspec.harness.benchmarks.frontend import bench_frontend
 from tokenspec.harness.benchmarks.gateway import bench_gateway
 from tokenspec.harness.benchmarks.lifecycle import sigterm_as_interrupt, write_result
 from tokenspec.harness.benchmarks.suite import bench_suite
+from tokenspec.harness.benchmarks.target import bench_target
 from tokenspec.harness.benchmarks.token_loop import bench_token_loop
 
 BENCHMARKS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
-    "frontend": bench_frontend, "gateway": bench_gateway, "suite": bench_suite, "token-loop": bench_token_loop}
+    "frontend": bench_frontend, "gateway": bench_gateway, "suite": bench_suite, "token-loop": bench_token_loop,
+    "target": bench_target}
 
 
 def bench_from_args(args: argparse.Namespace) -> int:
@@ -47,6 +52,8 @@ def bench_from_args(args: argparse.Namespace) -> int:
     args.clients = getattr(args, "clients", 32)
     if args.duration <= 0 or args.clients < 1:
         raise UsageError("--duration must be positive and --clients at least 1")
+    if args.what == "target" and not getattr(args, "target", None):
+        raise UsageError("bench target needs --target URL")
     out_dir = Path(getattr(args, "out", None) or "benchmarks/results")
     with sigterm_as_interrupt():
         doc = BENCHMARKS[args.what](args)

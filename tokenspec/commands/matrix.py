@@ -48,4 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     matrix.add_argument("--seed", type=int, default=EMBEDDED_SEED, help="suite seed of every cell")
     matrix.add_argument("-n", "--workers", default="2", help="parallel workers per suite run")
     matrix.add_argument("--max-examples", type=int, default=25, help="hypothesis examples per property test")
+    matrix.add_argument("--speed-requests", type=int, default=100, metavar="N",
+                        help="timed requests per endpoint of each cell's speed measurement (tokenspec bench target"
+                             " against the bundled frontend); 0 skips it")
+    matrix.add_argument("--speed-only", action="store_true",
+                        help="deploy each cell that already ran and measure only its speed (its cell.json is updated)")
     matrix.set_defaults(handler=_matrix)
