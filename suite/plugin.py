@@ -112,8 +112,6 @@ def pytest_configure(config: pytest.Config) -> None:
     if not _active(config):
         return
     pytest.register_assert_rewrite(*HELPER_MODULES)
-    if CLOCK.on:
-        _time_hypothesis()
     CHECKS.active = bool(config.getini("enable_assertion_pass_hook"))
     config.pluginmanager.import_plugin("tokenspec.suite.fixtures")
     report_dir = config.getoption("--tokenspec-report")
@@ -138,20 +136,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_STARTED] = (time.time(), datetime.now(UTC).isoformat(timespec="seconds"))
 
 
-def _time_hypothesis() -> None:
-    """Hypothesis's own account of each example (``bench suite --profile``): time drawing data, and the time of
-    the examples it ran while shrinking."""
-    from hypothesis.internal.observability import add_observability_callback
-
-    def observe(observation: object) -> None:
-        if getattr(observation, "type", None) != "test_case":
-            return
-        timing = observation.timing  # type: ignore[attr-defined]
-        CLOCK.add("generation", sum(v for k, v in timing.items() if k.startswith("generate:")))
-        if "shrink" in observation.how_generated:  # type: ignore[attr-defined]
-            CLOCK.add("shrinking", sum(timing.values()))
-
-    add_observability_callback(observe)
+def _hypothesis_statistics(stats: dict) -> None:
+    """Hypothesis's own account of a test (``bench suite --profile``; what ``--hypothesis-show-statistics`` prints,
+    collected always and cheaply): the time its examples spent drawing data, and its shrink phase."""
+    phases = [v for k, v in stats.items() if k.endswith("-phase") and isinstance(v, dict)]
+    CLOCK.add("generation", sum(case.get("drawtime", 0.0) for p in phases for case in p.get("test-cases", ())))
+    CLOCK.add("shrinking", stats.get("shrink-phase", {}).get("duration-seconds", 0.0))
 
 
 _RESULTS = pytest.StashKey[list[TestResult]]()
@@ -292,7 +282,11 @@ def pytest_assertrepr_compare(config: pytest.Config, op: str, left: object, righ
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[object]:
-    with CLOCK.running(item.nodeid):
+    if not CLOCK.on:
+        return (yield)
+    from hypothesis.statistics import collector
+
+    with CLOCK.running(item.nodeid), collector.with_value(_hypothesis_statistics):
         return (yield)
 
 

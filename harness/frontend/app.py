@@ -61,7 +61,7 @@ class Frontend:
                 answer = handler(body, request)
                 # The endpoint's own checks answered first (with vLLM's messages); what they let through must
                 # still fit the spec's request schema, or it is refused, never answered 200.
-                schemas.check_spec(request.url.path, body)
+                schemas.check_spec(request.scope["path"], body)
                 return JSONResponse(answer)
             except ApiError as err:
                 return refused(request, err)

@@ -101,8 +101,7 @@ def decode_all(model: ModelFiles, window: DecodeWindow, token_ids: list[int], sk
     """
     if not token_ids:
         return ""
-    special = skip_ids
-    new = [p for t, p in zip(token_ids, model.ids_to_pieces(token_ids, frozenset()), strict=True) if t not in special]
+    new = model.ids_to_pieces(token_ids, skip_ids)
     pieces = window.prev_tokens
     before = model.pieces_to_text(pieces[window.prefix_offset:window.read_offset])
     whole = model.pieces_to_text(pieces[window.prefix_offset:] + new)
