@@ -284,9 +284,26 @@ def pytest_assertrepr_compare(config: pytest.Config, op: str, left: object, righ
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[object]:
     if not CLOCK.on:
         return (yield)
+    with CLOCK.running(item.nodeid):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Iterator[object]:
+    """Innermost around the test function, so hypothesis's statistics reach the phase clock whoever else (its own
+    pytest plugin) also listens."""
+    if not CLOCK.on:
+        return (yield)
     from hypothesis.statistics import collector
 
-    with CLOCK.running(item.nodeid), collector.with_value(_hypothesis_statistics):
+    previous = collector.value
+
+    def both(stats: dict) -> None:
+        _hypothesis_statistics(stats)
+        if previous is not None:
+            previous(stats)
+
+    with collector.with_value(both):
         return (yield)
 
 

@@ -235,7 +235,8 @@ def test_a_profiled_run_says_where_its_time_went(tiny_model: BuildResult, tmp_pa
     with running_frontend(config) as url:
         done = subprocess.run([sys.executable, "-m", "tokenspec", "run", "--target", url, "--tokenizer",
                                str(tiny_model.model_dir), "--report", str(tmp_path / "report"), "--seed", "3",
-                               "-n", "2", "-k", "test_fuzz_operation and chat/completions/render"],
+                               "-n", "2", "-k",
+                               "(test_fuzz_operation and chat/completions/render) or test_chat_render_is_deterministic"],
                               capture_output=True, text=True, timeout=300, env={**os.environ, phases.ENV: str(folder)})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert len(list(folder.glob("phases-*.json"))) == 3
@@ -244,3 +245,5 @@ def test_a_profiled_run_says_where_its_time_went(tiny_model: BuildResult, tmp_pa
     tests = {name: t for name, t in totals.items() if name != phases.SESSION}
     assert tests and all(t["wall"] >= t.get("http", 0) + t.get("validation", 0) for t in tests.values())
     assert all(t["http"] > 0 and t["generation"] > 0 and t["validation"] > 0 for t in tests.values())
+    render = [t for name, t in totals.items() if "test_render.py" in name]
+    assert render and any(t.get("generation", 0) > 0 for t in render), "@given tests report their generation"

@@ -142,11 +142,11 @@ async def _throughput(url: str, raw: bytes, path: str, total: int, concurrency: 
 
 def interleaved_throughput(conns: dict[str, TimedConnection], path: str, data: bytes, total: int,
                            concurrency: int, rounds: int = 4) -> dict[str, float]:
-    """Requests/s per server: ``rounds`` alternating bursts (A, B, A, B...), combined as total / total time."""
+    """Requests/s per server: ``rounds`` alternating bursts (A, B, B, A...), combined as total / total time."""
     per_round = max(1, total // rounds)
     elapsed = {name: 0.0 for name in conns}
-    for _ in range(rounds):
-        for name, conn in conns.items():
+    for i in range(rounds):
+        for name, conn in (list(conns.items()) if i % 2 == 0 else list(conns.items())[::-1]):  # ABBA
             rate = asyncio.run(_throughput(conn.url, conn.prepare("POST", path, data), path, per_round,
                                            concurrency, conn.transport, conn.timeout))
             elapsed[name] += per_round / rate

@@ -17,6 +17,7 @@ from tokenspec.harness.implementations.reference import REASONING_PARSER, TOOL_P
 from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
 
 CONCURRENCY = (1, 16)  # concurrent clients of the throughput bursts
+BLOCK = 10  # consecutive timed requests to one server before the other's turn
 RENDER = "/v1/chat/completions/render"
 DERENDER = "/v1/chat/completions/derender"
 
@@ -91,14 +92,20 @@ def measure_pair(conns: dict[str, TimedConnection], name: str, tokenizer: Any, n
                 conn.exchange(raw)
 
     latencies: dict[str, dict[str, list[float]]] = {side: {ep: [] for ep in prepared[side]} for side in conns}
-    for _ in range(n):  # interleaved: A render, B render, A derender, B derender, A health, B health, ...
+    # Blocks of BLOCK requests, the servers alternating A B, then B A (ABBA). A request right after the other
+    # server's ran measured twice as slow on this 2-core VM (0.95 vs 0.49 ms for our derender, 2026-12-03: caches and
+    # CPUs taken by the other process), a constant that would sit on both sides and pull every ratio towards 1;
+    # within a block each server runs warm, and drift over the run still falls on both alike.
+    orders = [list(conns.items()), list(conns.items())[::-1]]
+    for i in range(-(-n // BLOCK)):
         for endpoint in ("render", "derender", "health"):
-            for side, conn in conns.items():
-                status, body, ms = conn.exchange(prepared[side][endpoint])
-                if status == 200:
-                    latencies[side][endpoint].append(ms)
-                elif endpoint != "health":
-                    raise UsageError(f"benchmark {endpoint} request to {side} answered {status}: {body[:300]!r}")
+            for side, conn in orders[i % 2]:
+                for _ in range(min(BLOCK, n - i * BLOCK)):
+                    status, body, ms = conn.exchange(prepared[side][endpoint])
+                    if status == 200:
+                        latencies[side][endpoint].append(ms)
+                    elif endpoint != "health":
+                        raise UsageError(f"benchmark {endpoint} request to {side} answered {status}: {body[:300]!r}")
     stats = {side: {ep: summarize(vals) for ep, vals in eps.items() if vals} for side, eps in latencies.items()}
 
     print("throughput (interleaved bursts) ...", flush=True)
