@@ -223,6 +223,9 @@ def test_bench_target_without_the_key_is_a_one_line_error(tiny_model: BuildResul
             target_bench.bench_target(args)
 
 
+SELECTION = "(test_fuzz_operation and chat/completions/render) or test_chat_render_is_deterministic"
+
+
 def test_a_profiled_run_says_where_its_time_went(tiny_model: BuildResult, tmp_path) -> None:
     """A real ``tokenspec run`` with the phase clock on (two workers and the controller): every process writes its
     totals, the probe and the report are timed, and each test's HTTP, validation and hypothesis generation lie
@@ -235,8 +238,7 @@ def test_a_profiled_run_says_where_its_time_went(tiny_model: BuildResult, tmp_pa
     with running_frontend(config) as url:
         done = subprocess.run([sys.executable, "-m", "tokenspec", "run", "--target", url, "--tokenizer",
                                str(tiny_model.model_dir), "--report", str(tmp_path / "report"), "--seed", "3",
-                               "-n", "2", "-k",
-                               "(test_fuzz_operation and chat/completions/render) or test_chat_render_is_deterministic"],
+                               "-n", "2", "-k", SELECTION],
                               capture_output=True, text=True, timeout=300, env={**os.environ, phases.ENV: str(folder)})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert len(list(folder.glob("phases-*.json"))) == 3
@@ -247,3 +249,35 @@ def test_a_profiled_run_says_where_its_time_went(tiny_model: BuildResult, tmp_pa
     assert all(t["http"] > 0 and t["generation"] > 0 and t["validation"] > 0 for t in tests.values())
     render = [t for name, t in totals.items() if "test_render.py" in name]
     assert render and any(t.get("generation", 0) > 0 for t in render), "@given tests report their generation"
+
+
+async def _closing_app(scope, receive, send) -> None:
+    """A labelled test double: answers every request with ``Connection: close``, counting the connections."""
+    if scope["type"] != "http":
+        return
+    while (await receive()).get("more_body"):
+        pass
+    _CLOSING_SEEN.add(scope["client"][1])
+    body = b'{"ok":true}'
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"application/json"), (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+_CLOSING_SEEN: set[int] = set()
+
+
+def test_the_timing_client_reconnects_when_a_server_closes_each_connection() -> None:
+    """A server may close a keep-alive connection after answering: both timing clients open a new one (its cost
+    counted) instead of failing or reading a closed socket."""
+    from tokenspec.harness.benchmarks.clients import TimedConnection, interleaved_throughput
+    from tokenspec.harness.loopback import running_app
+
+    with running_app(_closing_app, health=None) as url:
+        conn = TimedConnection(url)
+        answers = [conn.send("POST", "/x", b"{}") for _ in range(5)]
+        assert [status for status, _, _ in answers] == [200] * 5 and answers[0][1] == b'{"ok":true}'
+        rates = interleaved_throughput({"a": conn, "b": TimedConnection(url)}, "/x", b"{}", 16, 4)
+        conn.close()
+    assert set(rates) == {"a", "b"} and all(rate > 0 for rate in rates.values())
+    assert len(_CLOSING_SEEN) >= 5 + 16, "every answer closed its connection, so each request came on a new one"
