@@ -12,6 +12,7 @@ record in a report; :meth:`Transport.secrets` reads the values only to redact th
 from __future__ import annotations
 
 import email.utils
+import functools
 import json
 import os
 import re
@@ -248,12 +249,10 @@ class Transport:
     def redact(self, text: str) -> str:
         return redact(text, self.secrets())
 
-    def verify(self) -> ssl.SSLContext | bool:
-        if self.insecure:
-            return False
-        if self.ca_bundle:
-            return ssl.create_default_context(cafile=self.ca_bundle)
-        return True
+    def verify(self) -> ssl.SSLContext:
+        """The TLS context of every connection (one per process and setting: building one loads the CA store,
+        about 20 ms, which every client of every test used to pay)."""
+        return _tls_context(self.ca_bundle, self.insecure)
 
     def client(self, role: str = "target", base_url: str = "", timeout: float | None = None) -> httpx.Client:
         """An httpx client for ``role``: its credentials and timeout, TLS settings, retries and limits."""
@@ -267,14 +266,7 @@ class Transport:
 
     def ssl_context(self, base_url: str) -> ssl.SSLContext | None:
         """The TLS context for a raw connection to ``base_url`` (None when it is plain http)."""
-        if httpx.URL(base_url).scheme != "https":
-            return None
-        verify = self.verify()
-        context = verify if isinstance(verify, ssl.SSLContext) else ssl.create_default_context()
-        if verify is False:
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
-        return context
+        return self.verify() if httpx.URL(base_url).scheme == "https" else None
 
     def connect(self, base_url: str, timeout: float) -> socket.socket:
         """A raw connection to ``base_url`` (TLS when it is https, with this transport's verification), for a
@@ -284,6 +276,17 @@ class Transport:
         sock = socket.create_connection((url.host, url.port or (443 if context else 80)), timeout=timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return sock if context is None else context.wrap_socket(sock, server_hostname=url.host)
+
+
+@functools.lru_cache(maxsize=8)
+def _tls_context(ca_bundle: str | None, insecure: bool) -> ssl.SSLContext:
+    if insecure:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return context
+    # httpx's own default store (certifi) unless a bundle is named, as `verify=True` gave before
+    return ssl.create_default_context(cafile=ca_bundle) if ca_bundle else httpx.create_ssl_context()
 
 
 def redact(text: str, secrets: Mapping[str, str]) -> str:
