@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     bench.add_argument("--duration", type=float, default=60.0, help="gateway: load-test seconds")
     bench.add_argument("--clients", type=int, default=32, help="gateway: concurrent load-test clients")
     bench.add_argument("--implementation", choices=["reference", "vllm", "aphrodite"], default="reference",
-                       help="suite: whose deployment the suite runs against (default: the reference server)")
+                       help="suite: whose deployment (matrix plug-in) the suite runs against")
     bench.add_argument("--profile", action="store_true",
                        help="suite: a second, profiled run; prints where it spends its time per test file and phase")
     bench.add_argument("--target", metavar="URL", help="target: the implementation to measure (render + derender)")
