@@ -35,7 +35,7 @@ def test_a_vllm_cell_runs_with_its_committed_expectations_and_leaves_nothing_run
     monkeypatch.setenv("TOKENSPEC_VLLM_PYTHON", str(vllm_install.executable))
     out = tmp_path / "matrix"
     code = main(["matrix", "--implementations", "vllm", "--families", "tiny", "--report", str(out),
-                 "--max-examples", "3"])
+                 "--max-examples", "3", "--speed-requests", "5"])
     (cell_dir,) = [p.parent for p in out.glob("*/cell.json")]
     cell = json.loads((cell_dir / "cell.json").read_text())
     report = json.loads((cell_dir / "report.json").read_text())
@@ -49,6 +49,10 @@ def test_a_vllm_cell_runs_with_its_committed_expectations_and_leaves_nothing_run
     assert report["summary"]["xfailed"] > 0, "vLLM's known violations show up as known failures"
     assert report["summary"]["passed"] > 250 and report["expectations"].startswith("reports/expectations/")
     assert (out / "index.html").is_file() and (cell_dir / "report.html").is_file()
+    speed = cell["speed"]  # bench target against the cell's render server, the bundled frontend as baseline
+    assert speed["same_answers"] and speed["requests"] == 5, speed
+    assert all(speed[f"{ep}_{k}"] > 0 for ep in ("render", "derender") for k in ("p50", "p99", "c1", "c16")), speed
+    assert (cell_dir / "target.json").is_file() and "derender p50" in (out / "index.html").read_text()
     words = cell["command"].split()
     urls = [words[i + 1] for i, w in enumerate(words) if w in ("--target", "--engine", "--reference")]
     assert urls and not [u for u in urls if _listening(u)], "a server of the cell still listens"

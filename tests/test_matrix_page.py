@@ -28,6 +28,7 @@ def test_the_committed_matrix_covers_three_implementations_on_two_families() -> 
         families.setdefault(c["implementation"], set()).add(c["family"])
         assert (MATRIX / c["folder"] / "report.html").is_file() and (MATRIX / c["folder"] / "report.json").is_file()
         assert not c["headline"].startswith("FAIL"), f"{c['folder']}: {c['headline']}"
+        assert c["speed"] and c["speed"]["render_p50"] > 0 and c["speed"]["same_answers"], f"{c['folder']}: speed"
     assert all(len(f) >= 2 for f in families.values()), families
 
 
@@ -79,3 +80,19 @@ def test_the_matrix_page_in_chromium_leads_from_a_cell_to_its_failure(chromium_p
     assert page.locator("#verdict").is_visible() and page.locator("#area-chart").is_visible()
     chromium_page.screenshot("matrix-linked-failure", failure)
     assert chromium_page.external_requests() == [], "neither page requests anything from the network"
+
+
+def test_a_cell_whose_speed_cannot_be_measured_says_why(tiny_model, tmp_path: Path) -> None:
+    """A target the benchmark cannot reach leaves the cell's verdict alone and records the one-line reason."""
+    import socket
+
+    from tokenspec.harness.implementations import Configuration
+    from tokenspec.matrix import _speed, _speed_text
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    config = Configuration(tiny_model.model_dir, "tokenspec-tiny", "tiny", "hermes", "qwen3")
+    speed = _speed(closed, tiny_model.model_dir, config, tmp_path, 2)
+    assert set(speed) == {"error"} and "cannot read the model name" in speed["error"], speed
+    assert "Traceback" not in speed["error"] and _speed_text(speed).startswith("not measured: ")
