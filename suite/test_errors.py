@@ -8,8 +8,9 @@ without a body limit tokenizes the whole payload, which can keep a shared server
 from __future__ import annotations
 
 import re
+import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
 import pytest
@@ -225,15 +226,24 @@ def _oversized_answer(client: Any, path: str, name: str) -> bytes:
 
 
 def _start_oversized(request: pytest.FixtureRequest) -> None:
-    pool = ThreadPoolExecutor(max_workers=len(OVERSIZED_NAMES), thread_name_prefix="oversized")
     for name in OVERSIZED_NAMES:
         try:
             client, path = endpoint(request, name)
             client.check_route("POST", path)
         except pytest.skip.Exception:  # a role or route this run cannot test: that endpoint's own test says so
             continue
-        _OVERSIZED_ANSWERS[name] = pool.submit(_oversized_answer, client, path, name)
-    pool.shutdown(wait=False)
+        answer: Future[bytes] = Future()
+        # A daemon thread, never joined: an interrupted run exits at once, not after a server's last 5 s wait.
+        threading.Thread(target=_answer_into, args=(answer, client, path, name), name=f"oversized-{name}",
+                         daemon=True).start()
+        _OVERSIZED_ANSWERS[name] = answer
+
+
+def _answer_into(answer: Future[bytes], client: Any, path: str, name: str) -> None:
+    try:
+        answer.set_result(_oversized_answer(client, path, name))
+    except BaseException as exc:  # noqa: BLE001 - handed to the test that waits for it, which raises it
+        answer.set_exception(exc)
 
 
 @pytest.mark.req("ERROR-014")
