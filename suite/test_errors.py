@@ -8,9 +8,7 @@ without a body limit tokenizes the whole payload, which can keep a shared server
 from __future__ import annotations
 
 import re
-import threading
 import time
-from concurrent.futures import Future
 from typing import Any
 
 import pytest
@@ -192,26 +190,22 @@ def test_bound_violation_message_states_limit_and_value(api, target, codec, max_
     assert str(max_model_len) in message and str(max_model_len + 1) in message, message[:300]
 
 
-OVERSIZED_NAMES = [n for n in NAMES if n not in ("tokenize", "detokenize")]
-#: Seconds a server may take to refuse a declared-oversized body while only 1 KiB of it has arrived.
-OVERSIZED_WAIT = 5.0
-#: name -> the raw answer, sent for every hosted endpoint at once by the first test that needs one: a server
-#: that waits for the whole body costs one wait per worker, not one per endpoint.
-_OVERSIZED_ANSWERS: dict[str, Future[bytes]] = {}
-
-
-def _oversized_answer(client: Any, path: str, name: str) -> bytes:
-    """The first bytes the server answers to a 64 MiB declared body of which 1 KiB was sent (b"" if none within
-    OVERSIZED_WAIT), a 429/503 retried after the wait it asks for."""
+@pytest.mark.req("ERROR-014")
+@pytest.mark.parametrize("name", [n for n in NAMES if n not in ("tokenize", "detokenize")])
+def test_oversized_body_refused_from_its_declared_length(request, target, name) -> None:
+    """Declare a 64 MiB body, send 1 KiB of it, and wait: a server that checks Content-Length answers at once;
+    one that reads (and would parse) the whole body first is still waiting when the test gives up."""
     from urllib.parse import urlsplit
 
+    client, path = endpoint(request, name)
+    client.check_route("POST", path)
+    note_server(request.node, client.role, client.base_url)
     url = urlsplit(client.base_url)
     extra = "".join(f"{k}: {v}\r\n" for k, v in client.transport.access[client.role].request_headers().items())
     head = (f"POST {url.path}{path} HTTP/1.1\r\nHost: {url.netloc}\r\nContent-Type: application/json\r\n{extra}"
             f"Content-Length: {OVERSIZED}\r\nConnection: close\r\n\r\n").encode()
-    answer = b""
     for attempt in range(client.transport.retries + 1):
-        with client.transport.connect(client.base_url, timeout=OVERSIZED_WAIT) as sock:
+        with client.transport.connect(client.base_url, timeout=5) as sock:
             sock.sendall(head + OVERSIZED_SHAPES[name][0] + b"a" * 1024)
             try:
                 answer = sock.recv(4096)
@@ -219,49 +213,13 @@ def _oversized_answer(client: Any, path: str, name: str) -> bytes:
                 answer = b""
         throttled = re.match(rb"HTTP/1\.[01] (429|503) ", answer)
         if not throttled:
-            return answer
+            break
         retry_after = re.search(rb"(?im)^retry-after:\s*(\S+)", answer)
         time.sleep(retry_wait(retry_after and retry_after.group(1).decode(), attempt, client.transport.max_wait))
-    return answer
-
-
-def _start_oversized(request: pytest.FixtureRequest) -> None:
-    for name in OVERSIZED_NAMES:
-        try:
-            client, path = endpoint(request, name)
-            client.check_route("POST", path)
-        except pytest.skip.Exception:  # a role or route this run cannot test: that endpoint's own test says so
-            continue
-        answer: Future[bytes] = Future()
-        # A daemon thread, never joined: an interrupted run exits at once, not after a server's last 5 s wait.
-        threading.Thread(target=_answer_into, args=(answer, client, path, name), name=f"oversized-{name}",
-                         daemon=True).start()
-        _OVERSIZED_ANSWERS[name] = answer
-
-
-def _answer_into(answer: Future[bytes], client: Any, path: str, name: str) -> None:
-    try:
-        answer.set_result(_oversized_answer(client, path, name))
-    except BaseException as exc:  # noqa: BLE001 - handed to the test that waits for it, which raises it
-        answer.set_exception(exc)
-
-
-@pytest.mark.req("ERROR-014")
-@pytest.mark.parametrize("name", OVERSIZED_NAMES)
-def test_oversized_body_refused_from_its_declared_length(request, target, name) -> None:
-    """Declare a 64 MiB body, send 1 KiB of it, and wait: a server that checks Content-Length answers at once;
-    one that reads (and would parse) the whole body first is still waiting when the test gives up."""
-    client, path = endpoint(request, name)
-    client.check_route("POST", path)
-    note_server(request.node, client.role, client.base_url)
-    if name not in _OVERSIZED_ANSWERS:
-        _start_oversized(request)
-    answer = _OVERSIZED_ANSWERS.pop(name).result()
-    throttled = re.match(rb"HTTP/1\.[01] (429|503) ", answer)
-    if throttled:
+    else:
         not_tested(f"POST {path} kept answering {throttled.group(1).decode()} (rate limited) to the raw request")
     status = answer.split(b" ", 2)[1].decode() if answer.startswith(b"HTTP/") else None
     assert status in ("413", "400"), (
         f"with only 1 KiB of a declared {OVERSIZED >> 20} MiB body sent, the server "
-        + (f"was still waiting after {OVERSIZED_WAIT:.0f} s: it reads the whole body before checking its size"
-           if status is None else f"answered {status}"))
+        + ("was still waiting after 5 s: it reads the whole body before checking its size" if status is None
+           else f"answered {status}"))
