@@ -45,7 +45,9 @@ def test_a_signal_stops_the_run_at_once_and_the_report_says_so(frontend_url, tin
     out.mkdir()
     (out / "report.json").write_text(json.dumps({"headline": "PASS: a stale report of an earlier run"}))
     proc = subprocess.Popen([sys.executable, "-m", "tokenspec", "run", "--target", frontend_url, "--tokenizer",
-                             str(tiny_model.model_dir), "--report", str(out), "--seed", "20261201", "-n", "2"],
+                             str(tiny_model.model_dir), "--report", str(out), "--seed", "20261201", "-n", "2",
+                             # enough examples that every point falls inside the run, however fast it gets
+                             "--max-examples", "200"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     time.sleep(at)
