@@ -225,8 +225,12 @@ def _probe_roles(c: RoleClients, caps: Capabilities, target: Target, codec: Code
         body = {"model": model, "stream": True, "generate_chunk": chunk, "stream_state": None,
                 "prompt_token_ids": [1], **extra}
         answer = _post(c, url, route, body)
-        if answer.ok and isinstance(answer.body, dict) and "stream_state" in answer.body:
-            caps.decide(feature, "offered", "probe", f"{answer.evidence()} with a stream_state")
+        if answer.ok:
+            # An accepted stream body is the option offered, whatever the answer's shape: one without a
+            # stream_state (a renamed key, a whole answer) fails its tests, it is never an absent option.
+            shape = "with a stream_state" if isinstance(answer.body, dict) and "stream_state" in answer.body \
+                else "without a stream_state (its tests judge the shape)"
+            caps.decide(feature, "offered", "probe", f"{answer.evidence()} {shape}")
         else:
             # The route is hosted (its non-stream form answered); a refused stream body is an absent option.
             caps.decide(feature, "unsupported", "probe", f"stream:true refused: {answer.evidence()}")

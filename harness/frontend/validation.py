@@ -119,7 +119,9 @@ _STATE = {"type": "object", "properties": {
     "logprob_text_offset": {"type": "integer", "minimum": 0},
     "output_token_ids": {"type": "array", "items": _INT},
     "output_chunk_lens": {"type": "array", "items": {"type": "integer", "minimum": 1}},
-    "tools_streamed": _BOOL, "last_tool_call_ids": {"type": "array", "items": _STR}}}
+    "tools_streamed": _BOOL, "last_tool_call_ids": {"type": "array", "items": _STR},
+    # the frontend's own keys (the state is open): checked like the spec's, since it reads them back
+    "held_text": _STR, "output_token_count": {"type": "integer", "minimum": 0}}}
 DERENDER_STREAM = {"type": "object", "required": ["stream", "generate_chunk"], "properties": {
     **_DERENDER_COMMON, "stream": {"const": True},
     "generate_chunk": {"type": "object", "required": ["choices"], "properties": {

@@ -26,6 +26,8 @@ from tokenspec.progress import say, seconds
 from tokenspec.transport import Transport, redact_folder
 
 FAILING = ("failed", "error", "xpassed")
+#: Outcomes that judge nothing: a defect that moves a test the clean run judged into one of these hid a behaviour.
+SILENT = ("not_tested", "unsupported")
 
 #: Tests a proxy cannot relay faithfully, left out of every campaign run (clean included), with the reason.
 EXCLUDED = {
@@ -50,6 +52,7 @@ class Options:
     workers: str = "2"
     max_examples: int = 3
     timeout: float = 60.0
+    select: str | None = None  # a pytest -k expression: only these tests (a project test's narrow campaign)
     #: Credentials, TLS and limits of the suite runs (the proxies pass the headers through untouched).
     transport: Transport = field(default_factory=Transport)
 
@@ -63,6 +66,8 @@ class DefectResult:
     detected: bool
     caught_by: list[str] = field(default_factory=list)
     charged: list[str] = field(default_factory=list)  # requirements the catching tests charged
+    #: tests the clean run judged that the defect made "not tested" or "unsupported": a gap it opened quietly
+    silenced: list[str] = field(default_factory=list)
     seconds: float = 0.0
     verdict: str = ""
 
@@ -100,17 +105,22 @@ class CampaignReport:
             *(f"  - FALSE ALARM: {failure}" for failure in self.clean_failures),
             *(f"- left out of every run: tests matching `{name}`: {why}" for name, why in EXCLUDED.items()),
             "",
-            "| defect | area | imitates | breaks | detected | caught by (tests) | charged |",
-            "|---|---|---|---|---|---|---|",
+            "| defect | area | imitates | breaks | detected | caught by (tests) | charged | silenced |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for r in self.results:
             caught = ", ".join(f"`{t}`" for t in r.caught_by[:4]) + (f" +{len(r.caught_by) - 4}"
                                                                     if len(r.caught_by) > 4 else "")
             lines.append(f"| `{r.name}` | {r.area} | {r.imitates} | {', '.join(r.requirements)} |"
-                         f" {'yes' if r.detected else '**ESCAPED**'} | {caught} | {', '.join(r.charged)} |")
+                         f" {'yes' if r.detected else '**ESCAPED**'} | {caught} | {', '.join(r.charged)} |"
+                         f" {len(r.silenced) or ''} |")
         escaped = [r for r in self.results if not r.detected]
         if escaped:
             lines += ["", "## Escaped", "", *(f"- `{r.name}`: {r.imitates}" for r in escaped)]
+        silenced = [r for r in self.results if r.silenced]
+        if silenced:
+            lines += ["", "## Silenced (judged clean, not judged with the defect)", "",
+                      *(f"- `{r.name}`: {', '.join(f'`{t}`' for t in r.silenced)}" for r in silenced)]
         return "\n".join(lines) + "\n"
 
 
@@ -167,7 +177,8 @@ def _suite(options: Options, proxies: Sequence[MutantProxy], report: Path) -> di
     command = [sys.executable, "-m", "tokenspec", "run", "--target", proxies[0].url,
                "--report", str(report), "--seed", str(options.seed), "-n", options.workers,
                "--max-examples", str(options.max_examples), "--timeout", str(options.timeout),
-               "-k", " and ".join(f"not {name}" for name in EXCLUDED),
+               "-k", " and ".join([f"not {name}" for name in EXCLUDED] + ([f"({options.select})"] if options.select
+                                                                                   else [])),
                "--no-shrink",  # detection needs one failing example, not the smallest one
                *options.transport.flags()]
     if len(proxies) > 1:
@@ -213,11 +224,15 @@ def run_campaign(options: Options, defects: Sequence[Defect], report_dir: Path) 
             result = DefectResult(
                 defect.name, defect.area, list(defect.requirements), defect.imitates, bool(caught),
                 caught_by=[t["nodeid"] for t in caught],
+                silenced=[t["nodeid"] for t in run["tests"] if t["outcome"] in SILENT
+                          and clean_tests.get(t["nodeid"], {}).get("outcome") not in SILENT],
                 charged=sorted({r for t in caught for r in (t.get("failed_requirements") or t["requirement_ids"])}),
                 seconds=round(time.monotonic() - began, 1), verdict=run["headline"])
             results.append(result)
             say(f"[{number}/{len(defects)}] {defect.name}: "
-                + (f"detected by {len(caught)} test(s)" if caught else "ESCAPED") + f" ({seconds(result.seconds)})")
+                + (f"detected by {len(caught)} test(s)" if caught else "ESCAPED")
+                + (f"; {len(result.silenced)} judged test(s) silenced" if result.silenced else "")
+                + f" ({seconds(result.seconds)})")
         for proxy in proxies:
             proxy.defect = None
     report = CampaignReport(options.target, options.seed, clean_failures,

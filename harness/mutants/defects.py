@@ -494,6 +494,31 @@ def _forget_state(request: dict[str, Any]) -> None:
         request.pop("stream_state", None)
 
 
+#: A decode window under a name of the implementation's own (as vLLM 0.34 renamed prev_tokens, unannounced).
+_WINDOW_RENAMED = {"prev_tokens": "prev_pieces", "prev_token_ids": "prev_ids"}
+
+
+def _window_renamed_out(answer: Any, request: Any) -> None:
+    state = answer.get("stream_state") if isinstance(answer, dict) else None
+    if isinstance(state, dict):
+        for old, new in _WINDOW_RENAMED.items():
+            if old in state:
+                state[new] = state.pop(old)
+
+
+def _window_renamed_in(request: dict[str, Any]) -> None:
+    state = request.get("stream_state")
+    if request.get("stream") is True and isinstance(state, dict):
+        for old, new in _WINDOW_RENAMED.items():
+            if new in state:
+                state[old] = state.pop(new)
+
+
+def _state_key_renamed(answer: Any, request: Any) -> None:
+    if isinstance(answer, dict) and "stream_state" in answer:
+        answer["state"] = answer.pop("stream_state")
+
+
 def _stream_reasoning_into_content(answer: Any, request: Any) -> None:
     for delta in deltas(answer):
         if delta.get("reasoning"):
@@ -727,6 +752,13 @@ CATALOGUE: tuple[Defect, ...] = (
     Defect("stream-derender-reasoning-into-content", "stream-derender", ("STREAM-008",),
            "the streaming reasoning parser is not wired up: reasoning deltas arrive as content",
            on_response=edit_answer((CHAT_DERENDER,), _stream_reasoning_into_content, stream=True)),
+    Defect("stream-state-window-renamed", "stream-derender", ("STREAM-015",),
+           "the decode window of stream_state is renamed (and read back under the new name) without the spec",
+           on_request=edit_request(DERENDERS, _window_renamed_in),
+           on_response=edit_answer(DERENDERS, _window_renamed_out, stream=True)),
+    Defect("stream-derender-state-key-renamed", "stream-derender", ("STREAM-007",),
+           'the streaming derender answer carries its state as "state", not "stream_state"',
+           on_response=edit_answer(DERENDERS, _state_key_renamed, stream=True)),
     Defect("stream-derender-no-finish-reason", "stream-derender", ("STREAM-014",),
            "the last streamed chunk carries no finish_reason",
            on_response=edit_answer(DERENDERS, _stream_finish_reason_dropped, stream=True)),
