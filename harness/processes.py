@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,8 +54,13 @@ def venv_ready(venv: Path) -> bool:
     return (venv / READY_MARKER).exists() and (venv / "bin" / "python").exists()
 
 
-def install_venv(venv: Path, what: str, pip_steps: Sequence[Sequence[str]], *, expect: str, hint: str = "") -> Path:
-    """Create ``venv`` once and run ``pip_steps`` (argument lists after ``python -m pip``) in it; its python.
+#: Arguments after ``python -m pip``, or a function that computes them once the steps before it have run (for a
+#: step that depends on what an earlier one installed, e.g. a distribution's own Requires-Dist).
+PipStep = Sequence[str] | Callable[[], Sequence[str]]
+
+
+def install_venv(venv: Path, what: str, pip_steps: Sequence[PipStep], *, expect: str, hint: str = "") -> Path:
+    """Create ``venv`` once and run ``pip_steps`` in it; its python.
 
     Idempotent: a ready virtualenv is returned at once. A failed step raises LaunchError naming the step,
     the last lines pip printed and ``hint``."""
@@ -64,16 +69,19 @@ def install_venv(venv: Path, what: str, pip_steps: Sequence[Sequence[str]], *, e
         return python
     venv.parent.mkdir(parents=True, exist_ok=True)
     with step(f"installing {what} into {venv}", expect=expect):
-        commands = [[sys.executable, "-m", "venv", "--clear", str(venv)],
-                    *([str(python), "-m", "pip", *args] for args in pip_steps)]
-        for command in commands:
-            done = subprocess.run(command, capture_output=True, text=True)
-            if done.returncode != 0:
-                tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-                raise LaunchError(f"installing {what} failed at `{' '.join(command[:5])}`: {' | '.join(tail)}"
-                                  + (f" ({hint})" if hint else ""))
+        _install_step(what, [sys.executable, "-m", "venv", "--clear", str(venv)], hint)
+        for args in pip_steps:
+            _install_step(what, [str(python), "-m", "pip", *(args() if callable(args) else args)], hint)
         (venv / READY_MARKER).write_text(what + "\n")
     return python
+
+
+def _install_step(what: str, command: Sequence[str], hint: str) -> None:
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        raise LaunchError(f"installing {what} failed at `{' '.join(command[:5])}`: {' | '.join(tail)}"
+                          + (f" ({hint})" if hint else ""))
 
 
 @dataclass
