@@ -1,10 +1,11 @@
 """The requirement catalogue: every normative sentence of the spec, with a stable ID.
 
 Requirements live in ``specs/requirements/<area>.yaml`` (one file per area), each entry
-``{id, level, statement, anchor, feature?, withdrawn?}``. IDs (``AREA-NNN``) are never renumbered or
-reused; a retired requirement stays with ``withdrawn: true`` so old results still resolve. Tests,
-golden cases and reports cite these IDs, which is why this module is small and has no dependencies
-beyond PyYAML.
+``{id, level, statement, anchor, feature?, since?, until?, withdrawn?}``: ``since``/``until`` name the first and
+last API generation (``features.yaml``'s ``generations``) it applies to, absent for every generation. IDs
+(``AREA-NNN``) are never renumbered or reused; a retired requirement stays with ``withdrawn: true`` so old results
+still resolve. Tests, golden cases and reports cite these IDs, which is why this module is small and has no
+dependencies beyond PyYAML.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ __all__ = [
     "area_of",
     "load_catalogue",
     "load_features",
+    "generation_key",
     "read_catalogue",
+    "read_generations",
 ]
 
 SPEC_DIR = Path(__file__).resolve().parent
@@ -49,6 +52,14 @@ class Requirement:
     feature: str | None
     withdrawn: bool
     area: str
+    since: str | None = None
+    until: str | None = None
+
+    def applies_to(self, generation: str) -> bool:
+        """Whether the requirement holds for a target speaking ``generation`` (e.g. "0.33")."""
+        key = generation_key(generation)
+        return (self.since is None or key >= generation_key(self.since)) and (
+            self.until is None or key <= generation_key(self.until))
 
     @property
     def document(self) -> str:
@@ -70,7 +81,14 @@ def _requirement(entry: dict[str, Any], area: str) -> Requirement:
         feature=entry.get("feature"),
         withdrawn=bool(entry.get("withdrawn", False)),
         area=area,
+        since=None if entry.get("since") is None else str(entry["since"]),
+        until=None if entry.get("until") is None else str(entry["until"]),
     )
+
+
+def generation_key(generation: str) -> tuple[int, ...]:
+    """A generation name ("0.33") as a sortable tuple."""
+    return tuple(int(part) for part in generation.split("."))
 
 
 def read_catalogue(spec_dir: Path = SPEC_DIR) -> list[Requirement]:
@@ -93,6 +111,13 @@ def read_catalogue(spec_dir: Path = SPEC_DIR) -> list[Requirement]:
 def load_catalogue() -> dict[str, Requirement]:
     """All requirements of the installed spec by ID (cached; the suite asks on every test)."""
     return {req.id: req for req in read_catalogue(SPEC_DIR)}
+
+
+def read_generations(spec_dir: Path = SPEC_DIR) -> dict[str, str]:
+    """The API generations the spec describes (oldest first), each with what tells it apart."""
+    data = yaml.safe_load((spec_dir / "features.yaml").read_text(encoding="utf-8")) or {}
+    return {str(k): str(v) for k, v in sorted((data.get("generations") or {}).items(),
+                                              key=lambda kv: generation_key(str(kv[0])))}
 
 
 def read_features(spec_dir: Path = SPEC_DIR) -> set[str]:

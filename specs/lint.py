@@ -16,7 +16,7 @@ from typing import Any
 
 from openapi_spec_validator import validate
 
-from .catalogue import LEVELS, SPEC_DIR, read_catalogue, read_features
+from .catalogue import LEVELS, SPEC_DIR, read_catalogue, read_features, read_generations
 from .openapi import DOCUMENTS, read_document
 
 __all__ = ["lint"]
@@ -64,9 +64,11 @@ def lint(spec_dir: Path = SPEC_DIR) -> list[str]:
     problems, docs = _lint_documents(spec_dir)
     try:
         features = read_features(spec_dir)
+        generations = read_generations(spec_dir)
     except (OSError, AttributeError) as exc:
         problems.append(f"features.yaml: unreadable ({exc})")
         features = set()
+        generations = {}
     try:
         catalogue = read_catalogue(spec_dir)
     except Exception as exc:  # noqa: BLE001
@@ -94,6 +96,9 @@ def lint(spec_dir: Path = SPEC_DIR) -> list[str]:
             problems.append(f"{where}: statement is more than one sentence")
         if req.feature is not None and req.feature not in features:
             problems.append(f"{where}: unknown feature {req.feature!r}")
+        for bound in ("since", "until"):
+            if getattr(req, bound) is not None and getattr(req, bound) not in generations:
+                problems.append(f"{where}: {bound} {getattr(req, bound)!r} is not a generation of features.yaml")
         doc_name, _, pointer = req.anchor.partition("#")
         if doc_name not in docs:
             problems.append(f"{where}: anchor {req.anchor!r} names no spec document")
@@ -104,8 +109,23 @@ def lint(spec_dir: Path = SPEC_DIR) -> list[str]:
             if len(parts) >= 2 and parts[0] == "paths":
                 anchored.add((doc_name, parts[1]))
 
+    declared = _profile_generations(spec_dir)
+    if declared is not None and declared != list(generations):
+        problems.append(f"profile.schema.json: generation enum {declared} differs from features.yaml's"
+                        f" generations {list(generations)}")
     for name, doc in docs.items():
         for path in doc.get("paths") or {}:
             if (name, path) not in anchored:
                 problems.append(f"{name}: path {path} is anchored by no requirement")
     return problems
+
+
+def _profile_generations(spec_dir: Path) -> list[str] | None:
+    """The generations a profile may declare (profile.schema.json), None where the schema has no such field."""
+    import json
+
+    path = spec_dir / "profile.schema.json"
+    if not path.is_file():
+        return None
+    field = (json.loads(path.read_text()).get("properties") or {}).get("generation") or {}
+    return list(field["enum"]) if "enum" in field else None

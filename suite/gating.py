@@ -97,6 +97,10 @@ class Capabilities:
     fields: set[str] | None = None
     #: Limits the profile declares (max_model_len, max_logprobs, vocab_size).
     limits: dict[str, int] = field(default_factory=dict)
+    #: The API generations (features.yaml's ``generations``) the target's answers are consistent with: one when the
+    #: probe could tell, several when what tells them apart was not seen; and what it saw.
+    generations: list[str] = field(default_factory=list)
+    generation_evidence: str = "not probed"
 
     def decide(self, feature: str, status: Status, source: Source, evidence: str) -> None:
         self.decisions[feature] = Decision(feature, status, source, evidence)
@@ -125,6 +129,23 @@ class Capabilities:
                 prefix, reason = self.why_not(feature)
                 pytest.skip(prefix + reason)
 
+    def require_generation(self, requirements: Iterable[Requirement]) -> None:
+        """Gate a test whose requirements are all versioned: unsupported when none applies to any generation the
+        target may speak, not tested when one applies to some of them only (the probe could not tell which)."""
+        cited = list(requirements)
+        versioned = [r for r in cited if r.since or r.until]
+        if not versioned or len(versioned) < len(cited) or not self.generations:
+            return
+        spans = ", ".join(f"{r.id} applies {_span(r)}" for r in versioned)
+        if any(all(r.applies_to(g) for g in self.generations) for r in versioned):
+            return
+        speaks = " or ".join(self.generations)
+        if not any(r.applies_to(g) for r in versioned for g in self.generations):
+            pytest.skip(f"{UNSUPPORTED_PREFIX}the target speaks the {speaks} wire ({self.generation_evidence});"
+                        f" {spans}")
+        pytest.skip(f"{NOT_TESTED_PREFIX}the target speaks the {speaks} wire ({self.generation_evidence}), which"
+                    f" this test cannot tell apart; {spans}")
+
     def require_fields(self, *names: str) -> None:
         """Skip as unsupported a test that needs an optional request field the target does not honour (its
         profile's list, else its own /openapi.json request schemas)."""
@@ -147,6 +168,7 @@ class Capabilities:
             "observed": {k: d.to_dict() for k, d in self.observed.items()},
             "fields": sorted(self.fields) if self.fields is not None else None,
             "limits": self.limits,
+            "generation": {"candidates": self.generations, "evidence": self.generation_evidence},
             "decisions": [d.to_dict() for d in sorted(self.decisions.values(), key=lambda d: d.feature)],
         }
 
@@ -159,7 +181,15 @@ class Capabilities:
             observed={k: Decision(**d) for k, d in (data.get("observed") or {}).items()},
             fields=set(data["fields"]) if data.get("fields") is not None else None,
             limits=dict(data.get("limits") or {}),
+            generations=list((data.get("generation") or {}).get("candidates") or []),
+            generation_evidence=(data.get("generation") or {}).get("evidence", "not probed"),
         )
+
+
+def _span(requirement: Requirement) -> str:
+    if requirement.since and requirement.until:
+        return f"from {requirement.since} to {requirement.until}"
+    return f"since {requirement.since}" if requirement.since else f"until {requirement.until}"
 
 
 def anchored_roles(requirements: Iterable[Requirement]) -> list[str]:

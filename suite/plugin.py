@@ -35,6 +35,7 @@ import pytest
 
 from tokenspec.phases import CLOCK
 from tokenspec.progress import Counter
+from tokenspec.specs.catalogue import Requirement
 from tokenspec.suite.gating import anchored_roles
 from tokenspec.suite.results import LEVELS, MAX_OPERAND, NOT_TESTED_PREFIX, UNSUPPORTED_PREFIX, TestResult, safe_name
 
@@ -190,6 +191,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         features = sorted({catalogue[i].feature for i in ids if catalogue[i].feature})
         item.user_properties += [("requirement_ids", ",".join(ids)), ("level", level)]
         item.stash[_FEATURES] = features
+        item.stash[_CITED] = [catalogue[i] for i in ids]
         item.stash[_ROLES] = anchored_roles(catalogue[i] for i in ids)
         if LEVELS.index(level) > threshold:
             drop.append(item)
@@ -205,6 +207,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 _FEATURES = pytest.StashKey[list[str]]()
+_CITED = pytest.StashKey[list[Requirement]]()  # the Requirement objects a test cites (their since/until gate it)
 _EXPECTATION = pytest.StashKey[object]()
 
 
@@ -220,7 +223,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
     item.stash[_RETRIES_BEFORE] = RETRIES.count
     features, roles = item.stash.get(_FEATURES, []), item.stash.get(_ROLES, [])
-    if not (features or roles):
+    cited = item.stash.get(_CITED, [])
+    versioned = any(r.since or r.until for r in cited)
+    if not (features or roles or versioned):
         return
     from tokenspec.suite.fixtures import run_capabilities
 
@@ -228,6 +233,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if roles and not any(caps.has(role) for role in roles):
         caps.require(roles[0])
     caps.require(*features)
+    caps.require_generation(cited)
 
 
 def pytest_assertion_pass(item: pytest.Item, lineno: int, orig: str, expl: str) -> None:

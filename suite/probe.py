@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 
 from tokenspec.samples import WEATHER_TOOL
+from tokenspec.specs.catalogue import generation_key, read_generations
 from tokenspec.specs.parser_families import (
     REASONING_FAMILIES,
     TOOL_FAMILIES,
@@ -137,7 +138,8 @@ def probe(target: Target, codec: Codec, profile: Profile | None = None) -> Capab
     caps = Capabilities()
     with RoleClients(target) as c:
         _probe_inputs(caps, target, codec)
-        rendered = _probe_roles(c, caps, target, codec)
+        rendered, states = _probe_roles(c, caps, target, codec)
+        _probe_generation(caps, rendered, states)
         _probe_parsers(c, caps, target, codec)
         _probe_generate(c, caps, target, rendered)
         _probe_token_native(c, caps, target)
@@ -186,8 +188,9 @@ def _plain_ids(codec: Codec) -> list[int]:
         return [1]
 
 
-def _probe_roles(c: RoleClients, caps: Capabilities, target: Target, codec: Codec) -> Answer:
-    """Decide every role; returns the chat render answer (its prompt ids are the generate probe's prompt)."""
+def _probe_roles(c: RoleClients, caps: Capabilities, target: Target, codec: Codec) -> tuple[Answer, list[Any]]:
+    """Decide every role; returns the chat render answer (its prompt ids are the generate probe's prompt) and the
+    stream states the streaming derenders answered."""
     model, url = target.model, target.url
     user = [{"role": "user", "content": "Hello"}]
     rendered = _post(c, url, CHAT_RENDER, {"model": model, "messages": user})
@@ -213,6 +216,7 @@ def _probe_roles(c: RoleClients, caps: Capabilities, target: Target, codec: Code
                    "completion_request": {"model": model, "prompt": "Hello"}}
     _role(caps, "completions-derender", _post(c, url, COMPLETIONS_DERENDER, completions))
     chunk = {"request_id": "probe", "choices": [{"index": 0, "token_ids": ids, "finish_reason": None}]}
+    states: list[Any] = []
     for feature, route, extra in (
         ("chat-stream-derender", CHAT_DERENDER, {"chat_request": plain, "prompt_tokens": 1}),
         ("completions-stream-derender", COMPLETIONS_DERENDER,
@@ -230,6 +234,8 @@ def _probe_roles(c: RoleClients, caps: Capabilities, target: Target, codec: Code
             # stream_state (a renamed key, a whole answer) fails its tests, it is never an absent option.
             shape = "with a stream_state" if isinstance(answer.body, dict) and "stream_state" in answer.body \
                 else "without a stream_state (its tests judge the shape)"
+            if isinstance(answer.body, dict):
+                states.append(answer.body.get("stream_state"))
             caps.decide(feature, "offered", "probe", f"{answer.evidence()} {shape}")
         else:
             # The route is hosted (its non-stream form answered); a refused stream body is an absent option.
@@ -251,7 +257,34 @@ def _probe_roles(c: RoleClients, caps: Capabilities, target: Target, codec: Code
         _role(caps, "coupled", answer)
     else:
         caps.decide("coupled", "not-tested", "options", "no --reference")
-    return rendered
+    return rendered, states
+
+
+#: The first generations whose wire shows each marker (specs/features.yaml's ``generations`` says the same).
+PARSE_CONTEXT_SINCE = "0.33"
+ID_WINDOW_SINCE = "0.34"
+
+
+def _probe_generation(caps: Capabilities, rendered: Answer, states: list[Any]) -> None:
+    """Which API generations (features.yaml) the target's own answers fit: chat render's parse_context (0.33 on)
+    and the streaming state's decode window (prev_tokens until 0.33, prev_token_ids from 0.34). What was not seen
+    leaves several candidates, and the gate judges only requirements that hold for all of them."""
+    candidates = list(read_generations())
+    seen = []
+    if rendered.ok and isinstance(rendered.body, dict):
+        has = "parse_context" in rendered.body
+        candidates = [g for g in candidates if (generation_key(g) >= generation_key(PARSE_CONTEXT_SINCE)) == has]
+        seen.append(f"chat render {'emits' if has else 'has no'} parse_context")
+    windows = [k for s in states if isinstance(s, dict) for k in ("prev_token_ids", "prev_tokens") if k in s]
+    if windows:
+        ids = windows[0] == "prev_token_ids"
+        candidates = [g for g in candidates if (generation_key(g) >= generation_key(ID_WINDOW_SINCE)) == ids]
+        seen.append(f"the streaming derender state keeps {windows[0]}")
+    if not seen:
+        seen.append("no chat render and no streaming derender state to tell the generations apart")
+    caps.generations = candidates
+    caps.generation_evidence = "; ".join(seen) + ("" if candidates else ": no generation of the spec fits, so"
+                                                  " every versioned requirement is judged")
 
 
 def _probe_derender_logprobs(c: RoleClients, caps: Capabilities, target: Target, request: dict,

@@ -31,6 +31,7 @@ class Profile:
     features: dict[str, bool] = field(default_factory=dict)
     optional_request_fields: tuple[str, ...] | None = None
     limits: dict[str, int] = field(default_factory=dict)
+    generation: str | None = None
 
     def apply(self, caps: Capabilities) -> None:
         """Overlay the declarations on the probe's decisions, keeping the probe's view for PROFILE-001."""
@@ -52,6 +53,11 @@ class Profile:
         if self.optional_request_fields is not None:
             caps.fields = set(self.optional_request_fields)
         caps.limits.update(self.limits)
+        if self.generation is not None:
+            wire = " or ".join(caps.generations) or "none of the spec"
+            caps.generation_evidence = (f"declared {self.generation} by {self.path}; the wire looks like {wire}"
+                                        f" ({caps.generation_evidence})")
+            caps.generations = [self.generation]
 
 
 def _family_decision(caps: Capabilities, kind: str) -> Decision:
@@ -80,4 +86,5 @@ def load_profile(path: str | Path) -> Profile:
         features=dict(data.get("features") or {}),
         optional_request_fields=tuple(fields) if fields is not None else None,
         limits=dict(data.get("limits") or {}),
+        generation=data.get("generation"),
     )

@@ -248,8 +248,11 @@ def _decision_lines(capabilities: dict | None) -> list[str]:
     if not capabilities:
         return []
     parsers = capabilities.get("parsers") or {}
+    generation = capabilities.get("generation") or {}
     lines = ["## Capability decisions", "",
              f"Parser families: reasoning `{parsers.get('reasoning')}`, tool calls `{parsers.get('tool')}`.", "",
+             f"API generation: {' or '.join(generation.get('candidates') or []) or 'none of the spec'}"
+             f" ({generation.get('evidence', 'not probed')}).", "",
              "| feature | status | source | evidence |", "|---|---|---|---|"]
     lines += [f"| {d['feature']} | {d['status']} | {d['source']} | {_cell(d['evidence'])[:300]} |"
               for d in capabilities.get("decisions") or []]

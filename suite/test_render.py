@@ -295,3 +295,40 @@ def test_image_part_is_refused_not_dropped(api, target, render_oracle) -> None:
     response = api.post(CHAT, body)
     assert 400 <= response.status_code < 500, (
         f"[RENDER-024] an image_url part on a text-only model was answered {response.status_code}")
+
+
+@pytest.mark.req("RENDER-025")
+def test_parse_context_defaults_without_tools(api, target) -> None:
+    """A plain chat request's parse context: no tools, nothing to count, reasoning included."""
+    context = api.post_ok(CHAT, chat_request(target.model)).get("parse_context")
+    assert isinstance(context, dict), f"[RENDER-025] chat render wrote no parse_context: {context!r}"
+    expected = {"tools": None, "tool_choice": "none", "parallel_tool_calls": True, "include_reasoning": True,
+                "history_tool_call_cnt": 0}
+    differences = {k: context.get(k) for k, v in expected.items() if context.get(k) != v}
+    assert not differences, f"[RENDER-025] parse_context differs from the request: {differences}"
+
+
+@pytest.mark.req("RENDER-025")
+def test_parse_context_carries_tools_reasoning_and_history(api, target, capabilities) -> None:
+    """A request with tools, a tool-call history, no parallel calls and no reasoning: each reaches the parse context
+    a derendering generate server parses with."""
+    capabilities.require("tools")
+    call = {"id": "call_1", "type": "function", "function": {"name": TOOL["function"]["name"],
+                                                             "arguments": '{"city": "Oslo"}'}}
+    messages = [{"role": "user", "content": "Weather in Oslo?"},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "Sunny"},
+                {"role": "user", "content": "And tomorrow?"}]
+    body = chat_request(target.model, messages, tools=[TOOL], parallel_tool_calls=False, include_reasoning=False,
+                        chat_template_kwargs={"enable_thinking": False})
+    context = api.post_ok(CHAT, body).get("parse_context")
+    assert isinstance(context, dict), f"[RENDER-025] chat render wrote no parse_context: {context!r}"
+    names = [(t.get("function") or {}).get("name") for t in context.get("tools") or [] if isinstance(t, dict)]
+    assert names == [TOOL["function"]["name"]], f"[RENDER-025] parse_context tools {context.get('tools')!r}"
+    expected = {"tool_choice": "auto", "parallel_tool_calls": False, "include_reasoning": False,
+                "history_tool_call_cnt": 1}
+    differences = {k: context.get(k) for k, v in expected.items() if context.get(k) != v}
+    assert not differences, f"[RENDER-025] parse_context differs from the request: {differences}"
+    kwargs = context.get("chat_template_kwargs") or {}
+    assert kwargs.get("enable_thinking") is False, (
+        f"[RENDER-025] parse_context chat_template_kwargs {kwargs} lost the request's enable_thinking: false")

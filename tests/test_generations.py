@@ -1,0 +1,108 @@
+"""API generations: requirements say where they apply (since/until), the probe decides what a target speaks from its
+own answers, and a claimed generation is held to its requirements.
+
+The "0.34-speaking" target is a labelled test double: the bundled frontend behind the mutant proxy, with render
+answers given a parse_context and stream states their window under vLLM 0.34's name (read back under the old one).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from broken_server import frontend_config
+from frontend_server import running_frontend
+
+from tokenspec.harness.loopback import running_app
+from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
+from tokenspec.harness.mutants.defects import DERENDERS, RENDERS, Defect, edit_answer, edit_request
+from tokenspec.harness.mutants.proxy import MutantProxy
+from tokenspec.specs.catalogue import Requirement
+from tokenspec.suite.gating import Capabilities
+
+
+def _requirement(since: str | None = None, until: str | None = None) -> Requirement:
+    return Requirement("RENDER-999", "MUST", "x", "render.yaml#", None, False, "RENDER", since, until)
+
+
+def test_a_requirement_applies_within_its_span() -> None:
+    assert _requirement(since="0.33").applies_to("0.34") and not _requirement(since="0.33").applies_to("0.32")
+    assert _requirement(until="0.33").applies_to("0.32") and not _requirement(until="0.33").applies_to("0.34")
+    assert _requirement(since="0.33", until="0.33").applies_to("0.33")
+
+
+@pytest.mark.parametrize(("candidates", "cited", "outcome"), [
+    (["0.32"], [_requirement(since="0.33")], "unsupported"),
+    (["0.33", "0.34"], [_requirement(since="0.34")], "not tested"),
+    (["0.33", "0.34"], [_requirement(since="0.33")], None),
+    (["0.34"], [_requirement(since="0.34")], None),
+    (["0.32"], [_requirement(since="0.33"), _requirement()], None),  # an unversioned requirement is always judged
+    ([], [_requirement(since="0.33")], None),  # no generation fits the wire: everything is judged
+])
+def test_the_gate_judges_only_what_holds_for_every_candidate(candidates, cited, outcome) -> None:
+    caps = Capabilities(generations=candidates, generation_evidence="seen")
+    if outcome is None:
+        caps.require_generation(cited)
+        return
+    with pytest.raises(pytest.skip.Exception, match=outcome):
+        caps.require_generation(cited)
+
+
+def _newer_wire(answer: Any, request: Any) -> None:
+    if isinstance(answer, dict) and "token_ids" in answer:
+        answer["parse_context"] = {"tools": None, "tool_choice": "none", "parallel_tool_calls": True,
+                                   "include_reasoning": True, "chat_template_kwargs": {}, "history_tool_call_cnt": 0}
+    state = answer.get("stream_state") if isinstance(answer, dict) else None
+    if isinstance(state, dict) and "prev_tokens" in state:
+        state["prev_token_ids"] = state.pop("prev_tokens")
+
+
+def _older_name(request: dict[str, Any]) -> None:
+    state = request.get("stream_state")
+    if isinstance(state, dict) and "prev_token_ids" in state:
+        state["prev_tokens"] = state.pop("prev_token_ids")
+
+
+SPEAKS_034 = Defect("speaks-0.34", "test double", ("RENDER-025",), "the 0.34 wire markers on a 0.32 frontend",
+                    on_request=edit_request(DERENDERS, _older_name),
+                    on_response=edit_answer(RENDERS + DERENDERS, _newer_wire))
+
+
+def _run(url: str, model_dir: Path, report: Path, *extra: str) -> dict[str, Any]:
+    subprocess.run([sys.executable, "-m", "tokenspec", "run", "--target", url, "--tokenizer", str(model_dir),
+                    "-k", "parse_context or valid_stream_state", "-n", "0", "--report", str(report), *extra],
+                   capture_output=True, text=True, timeout=300)
+    return json.loads((report / "report.json").read_text())
+
+
+def _outcomes(report: dict[str, Any]) -> dict[str, str]:
+    return {t["nodeid"].split("::")[-1]: t["outcome"] for t in report["tests"] if "parse_context" in t["nodeid"]}
+
+
+def test_the_probe_reads_the_generation_off_the_wire(tiny_model, tmp_path) -> None:
+    with running_frontend(frontend_config(tiny_model.model_dir, DEFAULT_MODEL_NAME)) as url:
+        plain = _run(url, tiny_model.model_dir, tmp_path / "plain")
+        proxy = MutantProxy(url, SPEAKS_034)
+        with running_app(proxy) as proxied:
+            newer = _run(proxied, tiny_model.model_dir, tmp_path / "newer")
+    assert plain["capabilities"]["generation"]["candidates"] == ["0.32"], plain["capabilities"]["generation"]
+    assert set(_outcomes(plain).values()) == {"unsupported"}, _outcomes(plain)
+    assert newer["capabilities"]["generation"]["candidates"] == ["0.34"], newer["capabilities"]["generation"]
+    # judged on the newer wire: the double's parse_context lacks the request's tools, so the tools test fails
+    assert _outcomes(newer) == {"test_parse_context_defaults_without_tools": "passed",
+                                "test_parse_context_carries_tools_reasoning_and_history": "failed"}, _outcomes(newer)
+
+
+def test_a_declared_generation_is_held_to_its_requirements(tiny_model, tmp_path) -> None:
+    """A profile that claims 0.33 for a target whose wire is 0.32 gets failures, never "unsupported"."""
+    profile = tmp_path / "claims-0.33.yaml"
+    profile.write_text("implementation: {name: claims}\ngeneration: '0.33'\n")
+    with running_frontend(frontend_config(tiny_model.model_dir, DEFAULT_MODEL_NAME)) as url:
+        report = _run(url, tiny_model.model_dir, tmp_path / "claimed", "--profile", str(profile))
+    generation = report["capabilities"]["generation"]
+    assert generation["candidates"] == ["0.33"] and "the wire looks like 0.32" in generation["evidence"], generation
+    assert set(_outcomes(report).values()) == {"failed"}, _outcomes(report)
