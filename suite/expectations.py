@@ -218,6 +218,33 @@ def with_evidence(path: str | Path, reports: list[dict[str, Any]]) -> str:
     return header + body
 
 
+_JUDGED = ("passed", "failed", "xfailed", "xpassed", "error")
+
+
+def pruned(path: str | Path, runs: list[tuple[str, dict[str, Any]]]) -> tuple[str, list[str]]:
+    """The file without the entries whose tests ``runs`` (family, report) judged and whose failure none of them
+    showed, and the dropped entries' descriptions: how a file copied from an older release is cut down to what the
+    new one still gets wrong. Seed-dependent entries, and entries no run judged a test of, are kept."""
+    path = Path(path)
+    source = path.read_text()
+    lines = source.splitlines()
+    header = "".join(line + "\n" for line in lines[: next((i for i, ln in enumerate(lines)
+                                                          if not ln.startswith("#")), len(lines))])
+    data = yaml.safe_load(source)
+    parsed = load_expectations_file(path).entries
+    kept, dropped = [], []
+    for raw, entry in zip(data["expectations"], parsed, strict=True):
+        judged = [test for family, report in runs if not entry.families or family in entry.families
+                  for test in report["tests"] if test["outcome"] in _JUDGED and entry.matches(test["nodeid"])]
+        explained = any(test["outcome"] in ("xfailed", "failed") and _explained_causes(entry, test) for test in judged)
+        if judged and not explained and not entry.seed_dependent:
+            dropped.append(f"{entry.test}: {entry.describe()}")
+        else:
+            kept.append(raw)
+    data["expectations"] = kept
+    return header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=118), dropped
+
+
 def _explained_causes(entry: Expectation, test: dict[str, Any]) -> list[str]:
     """The causes of a recorded failure that ``entry`` explains."""
     failed = test.get("failed_requirements") or []

@@ -135,6 +135,30 @@ def test_evidence_is_recorded_from_a_run_where_the_expectation_explained_the_fai
     assert "evidence" not in doc["expectations"][1], "an answer the pattern does not explain is no evidence"
 
 
+def test_prune_drops_only_entries_a_run_judged_and_did_not_see_fail(tmp_path: Path) -> None:
+    from tokenspec.suite.expectations import pruned
+
+    path = tmp_path / "e.yaml"
+    path.write_text("# copied from the older release\nimplementation: {name: x, version: '2'}\n"
+                    "configuration: {model: m}\nexpectations:\n"
+                    "  - {test: t.py::still, requirement: RENDER-001, pattern: boom, reason: still broken}\n"
+                    "  - {test: t.py::fixed, requirement: RENDER-001, pattern: boom, reason: fixed since}\n"
+                    "  - {test: t.py::unjudged, requirement: RENDER-001, pattern: boom, reason: not run}\n"
+                    "  - {test: t.py::fixed, requirement: RENDER-001, pattern: boom, reason: q, families: [qwen3]}\n"
+                    "  - {test: t.py::flaky, requirement: RENDER-001, pattern: boom, reason: f, seed_dependent: true}\n")
+    tests = [{"nodeid": "suite/t.py::still", "outcome": "xfailed", "failed_requirements": ["RENDER-001"],
+              "message": "known failure (...); observed: AssertionError: boom"},
+             {"nodeid": "suite/t.py::fixed", "outcome": "xpassed", "failed_requirements": [], "message": "XPASS"},
+             {"nodeid": "suite/t.py::unjudged", "outcome": "not_tested", "failed_requirements": [], "message": ""},
+             {"nodeid": "suite/t.py::flaky", "outcome": "passed", "failed_requirements": [], "message": ""}]
+    text, dropped = pruned(path, [("tiny", {"tests": tests})])
+    assert text.startswith("# copied from the older release\n")
+    kept = [(e["test"], e["reason"]) for e in __import__("yaml").safe_load(text)["expectations"]]
+    assert kept == [("t.py::still", "still broken"), ("t.py::unjudged", "not run"), ("t.py::fixed", "q"),
+                    ("t.py::flaky", "f")], kept
+    assert len(dropped) == 1 and "fixed since" in dropped[0]
+
+
 def test_family_scoped_expectations_are_strict_on_their_family_and_absent_elsewhere(tmp_path: Path) -> None:
     from tokenspec.suite.expectations import folder_family, for_family
 

@@ -1,4 +1,4 @@
-"""`tokenspec expectations draft|evidence`: known-failure files of an implementation."""
+"""`tokenspec expectations draft|evidence|prune`: known-failure files of an implementation."""
 
 from __future__ import annotations
 
@@ -44,6 +44,28 @@ def _expectations_evidence(args: argparse.Namespace) -> int:
     return 0
 
 
+def _expectations_prune(args: argparse.Namespace) -> int:
+    import json
+
+    from tokenspec.suite.expectations import pruned
+
+    runs = []
+    for folder in args.reports:
+        report, cell = Path(folder) / "report.json", Path(folder) / "cell.json"
+        if not report.is_file():
+            raise UsageError(f"no report.json in {folder}")
+        family = args.family or (json.loads(cell.read_text()).get("family") if cell.is_file() else None)
+        if not family:
+            raise UsageError(f"{folder} has no cell.json naming its model family: give --family")
+        runs.append((family, json.loads(report.read_text())))
+    text, dropped = pruned(args.file, runs)
+    Path(args.file).write_text(text)
+    for line in dropped:
+        print(f"dropped {line}")
+    print(f"{len(dropped)} entr{'y' if len(dropped) == 1 else 'ies'} dropped from {args.file}")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     expectations = command(sub, "expectations", "known-failure files of an implementation",
                             examples=["tokenspec expectations draft out/run --implementation 'vllm 0.32.0'"])
@@ -63,3 +85,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     exp_evidence.add_argument("reports", metavar="REPORT", nargs="+",
                               help="report folders of runs made with this file")
     exp_evidence.set_defaults(handler=_expectations_evidence)
+    exp_prune = command(exp_sub, "prune", "drop the entries no failure of the given runs explains",
+                        description="For a file copied from an older release: every entry that applied to one of "
+                                    "the runs (its families) and explained none of their failures is dropped; "
+                                    "seed-dependent entries and entries of families no run covered are kept.",
+                        examples=["tokenspec expectations prune vllm-0.34.0-cpu.yaml reports/matrix/vllm-0.34.0-*"])
+    exp_prune.add_argument("file", metavar="FILE", help="the expectations file (rewritten in place)")
+    exp_prune.add_argument("reports", metavar="REPORT", nargs="+",
+                           help="report folders of runs made with this file (a matrix cell's cell.json names"
+                                " its family)")
+    exp_prune.add_argument("--family", help="the model family of every REPORT (default: each cell.json's)")
+    exp_prune.set_defaults(handler=_expectations_prune)
