@@ -96,3 +96,26 @@ def test_a_cell_whose_speed_cannot_be_measured_says_why(tiny_model, tmp_path: Pa
     speed = _speed(closed, tiny_model.model_dir, config, tmp_path, 2)
     assert set(speed) == {"error"} and "cannot read the model name" in speed["error"], speed
     assert "Traceback" not in speed["error"] and _speed_text(speed).startswith("not measured: ")
+
+
+def test_the_release_table_names_the_first_release_from_which_a_requirement_passes() -> None:
+    from tokenspec.matrix import CellRun, release_table
+    from tokenspec.specs.catalogue import load_catalogue
+
+    def cell(version: str, family: str) -> CellRun:
+        return CellRun("vllm", version, "cpu", family, f"vllm-{version}-{family}", "", 0, 0.0, "", None, "")
+
+    cells = [cell("0.32.0", "tiny"), cell("0.32.0", "qwen3"), cell("0.34.0", "tiny"), cell("0.33.0", "tiny")]
+    rows = {
+        "RENDER-011": [("known", "t"), ("passed", None), ("passed", None), ("passed", None)],  # fixed in 0.33
+        "RENDER-013": [("passed", None), ("passed", None), ("failed", "t"), ("passed", None)],  # regressed in 0.34
+        "RENDER-001": [("passed", None)] * 4,
+        "TOKNAT-001": [("unsupported", None)] * 4,
+    }
+    table = release_table(cells, rows, load_catalogue())
+    lines = {line.split(" | ")[0].strip("| "): line for line in table.splitlines() if line.startswith("| ")}
+    assert "| 0.32.0 | 0.33.0 | 0.34.0 |" in table, "releases in version order"
+    assert lines["RENDER-011"].endswith("| known | pass | pass | 0.33.0 |"), "the worst family state of a release"
+    assert lines["RENDER-013"].endswith("| pass | pass | FAIL | none yet |")
+    assert "RENDER-001" not in lines and "TOKNAT-001" not in lines, "passed everywhere or never judged: no row"
+    assert release_table(cells[:2], rows, load_catalogue()) == "", "one release: nothing to compare"

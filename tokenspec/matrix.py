@@ -200,9 +200,47 @@ def build_page(out_dir: Path) -> dict[str, Any]:
     (out_dir / "matrix.json").write_text(json.dumps(doc, indent=2) + "\n")
     comparisons = sorted(p.parent.name for p in out_dir.glob("*/compare.md"))
     links = "".join(f"\n- `tokenspec compare`: [{c}]({c}/compare.md)" for c in comparisons)
-    (out_dir / "matrix.md").write_text(_markdown(cells, rows, catalogue) + links + ("\n" if links else ""))
+    releases = release_table(cells, rows, catalogue)
+    (out_dir / "matrix.md").write_text(_markdown(cells, rows, catalogue) + links + ("\n" if links else "")
+                                       + ("\n" + releases if releases else ""))
     (out_dir / "index.html").write_text(_html(cells, columns, rows, catalogue, comparisons))
     return doc
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
+
+
+def release_table(cells: list[CellRun], rows: dict[str, list], catalogue: dict, implementation: str = "vllm") -> str:
+    """Markdown: per requirement some release of ``implementation`` does not pass, its state per release (every
+    family of that release's cells) and the first release from which all later ones pass it: what a team pairing
+    a renderer of one release with an engine of another asks. Empty with fewer than two releases."""
+    by_version: dict[str, list[int]] = {}
+    for i, cell in enumerate(cells):
+        if cell.implementation == implementation:
+            by_version.setdefault(cell.version, []).append(i)
+    versions = sorted(by_version, key=_version_key)
+    if len(versions) < 2:
+        return ""
+    order = ("failed", "known", "not_tested", "unsupported", "passed")  # the worst state of a release wins
+    lines = [f"## {implementation} releases: the first that passes each requirement", "",
+             "Per release, the worst state over its families' runs (" + ", ".join(
+                 sorted({cells[i].family for v in versions for i in by_version[v]})) + "); only requirements some"
+             " release fails (known or not). \"first passing\" is the first release from which every later one"
+             " passes.", "",
+             "| requirement | level | area | " + " | ".join(versions) + " | first passing |",
+             "|---|---|---|" + "---|" * len(versions) + "---|"]
+    for rid, row in rows.items():
+        states = []
+        for version in versions:
+            seen = [row[i][0] for i in by_version[version] if row[i]]
+            states.append(min(seen, key=order.index) if seen else None)
+        if not any(s in ("failed", "known") for s in states):
+            continue  # passed everywhere, or never judged (the blind spots are in the table above)
+        first = next((v for k, v in enumerate(versions) if all(s == "passed" for s in states[k:])), "none yet")
+        lines.append(f"| {rid} | {catalogue[rid].level} | {catalogue[rid].area} | "
+                     + " | ".join(_SYMBOL[s] for s in states) + f" | {first} |")
+    return "\n".join(lines) + "\n"
 
 
 def _counts(row_states: list[str | None]) -> str:
