@@ -5,24 +5,27 @@ that are missing (in ours, not theirs), extra (in theirs, not ours) or typed dif
 top level and one nested level of properties are compared, after resolving ``$ref``s; pydantic's
 ``anyOf: [X, {type: null}]`` is read as a nullable X, and ``oneOf``/``anyOf`` unions are merged, so
 that equivalent spellings do not show up as differences. Endpoints only in one side are listed too.
-Drift is a review aid, not a verdict: a difference is either fixed in the spec or explained in its
-description prose.
+A difference is either fixed in the spec or documented in ``specs/drift.yaml`` with its reason (out of scope,
+a runtime behaviour a schema cannot show, a generation's change); ``undocumented`` lists the rest, which
+``tokenspec spec drift --strict`` refuses.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import yaml
 
 from tokenspec.errors import UsageError
 from tokenspec.transport import Transport
 
 from .openapi import DOCUMENTS, load_document
 
-__all__ = ["DriftReport", "EndpointDrift", "drift", "drift_documents"]
+__all__ = ["Documented", "DriftReport", "EndpointDrift", "drift", "drift_documents", "load_documented"]
 
 _METHODS = ("get", "put", "post", "delete", "patch")
 _NULL = "null"
@@ -62,21 +65,54 @@ class DriftReport:
     endpoints: list[EndpointDrift] = field(default_factory=list)
     only_ours: list[str] = field(default_factory=list)
     only_theirs: list[str] = field(default_factory=list)
+    generation: str | None = None  # the target's API generation, which decides the versioned entries
+    #: every difference ("METHOD /path: item", or "route METHOD /path") -> the reason that documents it, or None
+    reasons: dict[str, str | None] = field(default_factory=dict)
+
+    def differences(self) -> list[str]:
+        out = [f"{e.method.upper()} {e.path}: {item}" for e in self.endpoints
+               for item in (*e.missing, *e.extra, *e.type_mismatch)]
+        return out + [f"route {label}" for label in (*self.only_ours, *self.only_theirs)]
+
+    def classify(self, documented: list[Documented]) -> None:
+        """Give every difference the reason of the first entry that covers it (at this generation)."""
+        self.reasons = {}
+        for difference in self.differences():
+            entry = next((d for d in documented if d.covers(difference, self.generation)), None)
+            self.reasons[difference] = entry.reason if entry else None
+
+    @property
+    def undocumented(self) -> list[str]:
+        return [d for d, reason in self.reasons.items() if reason is None]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (written to ``reports/drift/*.json``)."""
         return {
             "target": self.target,
+            "generation": self.generation,
             "endpoints": [e.to_dict() for e in self.endpoints],
             "only_ours": self.only_ours,
             "only_theirs": self.only_theirs,
+            "undocumented": self.undocumented,
+            "documented": {d: r for d, r in self.reasons.items() if r is not None},
         }
 
     def to_markdown(self) -> str:
         """A human summary: one section per endpoint with differences."""
-        lines = [f"# Drift: tokenspec spec vs {self.target}/openapi.json", ""]
-        lines.append("`missing` = in tokenspec's spec, not in the server's; `extra` = in the server's only.")
+        source = self.target if self.target.endswith(".json") else f"{self.target}/openapi.json"
+        lines = [f"# Drift: tokenspec spec vs {source}", ""]
+        lines.append("`missing` = in tokenspec's spec, not in the server's; `extra` = in the server's only."
+                     f" Generation: {self.generation or 'unknown'}. Documented differences (specs/drift.yaml) are"
+                     " marked with the number of their reason below.")
         lines.append("")
+        lines.append(f"**Undocumented: {len(self.undocumented)}** of {len(self.reasons)} differences.")
+        lines += ["", *(f"- `{d}`" for d in self.undocumented), ""] if self.undocumented else [""]
+        numbers = {r: i for i, r in enumerate(dict.fromkeys(r for r in self.reasons.values() if r), 1)}
+
+        def mark(key: str) -> str:
+            reason = self.reasons.get(key)
+            return f" [{numbers[reason]}]" if reason else " **undocumented**" if key in self.reasons else ""
+
         common = len(self.endpoints)
         clean = sum(1 for e in self.endpoints if e.empty)
         lines.append(f"Endpoints in both: {common} ({clean} without differences).")
@@ -97,7 +133,7 @@ class DriftReport:
                     lines.append("")
                     lines.append(f"**{label}** ({len(items)}):")
                     lines.append("")
-                    lines.extend(f"- `{item}`" for item in items)
+                    lines.extend(f"- `{item}`{mark(f'{e.method.upper()} {e.path}: {item}')}" for item in items)
             lines.append("")
         for label, items in (
             ("Only in tokenspec's spec", self.only_ours),
@@ -105,9 +141,50 @@ class DriftReport:
         ):
             lines.append(f"## {label} ({len(items)})")
             lines.append("")
-            lines.extend(f"- `{item}`" for item in items) if items else lines.append("None.")
+            lines.extend(f"- `{item}`{mark(f'route {item}')}" for item in items) if items else lines.append("None.")
             lines.append("")
+        if numbers:
+            lines += ["## Reasons (specs/drift.yaml)", "", *(f"{i}. {r}" for r, i in numbers.items()), ""]
         return "\n".join(lines).rstrip() + "\n"
+
+
+@dataclass(frozen=True)
+class Documented:
+    """One entry of ``specs/drift.yaml``: the differences it covers and why they stay."""
+
+    reason: str
+    items: tuple[str, ...] = ()
+    endpoints: tuple[str, ...] = ("*",)
+    routes: tuple[str, ...] = ()
+    since: str | None = None
+    until: str | None = None
+
+    def covers(self, difference: str, generation: str | None) -> bool:
+        from tokenspec.specs.catalogue import generation_key
+
+        if self.since or self.until:
+            if generation is None:
+                return False
+            key = generation_key(generation)
+            if (self.since and key < generation_key(self.since)) or (self.until and key > generation_key(self.until)):
+                return False
+        if difference.startswith("route "):
+            return any(fnmatch.fnmatchcase(difference[6:], p) for p in self.routes)
+        endpoint, _, item = difference.partition(": ")
+        return any(fnmatch.fnmatchcase(endpoint, e) for e in self.endpoints) and any(
+            fnmatch.fnmatchcase(item, p) for p in self.items)
+
+
+def load_documented() -> list[Documented]:
+    """The entries of the installed ``specs/drift.yaml``."""
+    from tokenspec.specs.catalogue import SPEC_DIR
+
+    data = yaml.safe_load((SPEC_DIR / "drift.yaml").read_text(encoding="utf-8")) or {}
+    return [Documented(reason=" ".join(str(e["reason"]).split()), items=tuple(e.get("items") or ()),
+                       endpoints=tuple(e.get("endpoints") or ("*",)), routes=tuple(e.get("routes") or ()),
+                       since=None if e.get("since") is None else str(e["since"]),
+                       until=None if e.get("until") is None else str(e["until"]))
+            for e in data.get("documented") or []]
 
 
 # --- schema normalisation -------------------------------------------------------------------
@@ -144,8 +221,16 @@ def _variants(schema: Any, doc: str, res: _Resolver) -> list[tuple[dict[str, Any
     out: list[tuple[dict[str, Any], str]] = []
     for key in ("anyOf", "oneOf"):
         if key in schema:
+            # The keys beside the union (properties, type) hold for every alternative: merge them into each.
+            base = {k: v for k, v in schema.items() if k != key}
             for sub in schema[key]:
-                out.extend(_variants(sub, doc, res))
+                for variant, vdoc in _variants(sub, doc, res):
+                    if base:
+                        variant = {**base, **variant, "properties": {**(base.get("properties") or {}),
+                                                                      **(variant.get("properties") or {})}}
+                        if not variant["properties"]:
+                            del variant["properties"]
+                    out.append((variant, vdoc))
             return out
     if "allOf" in schema:
         # Merge: own properties first, then those of each allOf member (each keeps its document).
@@ -254,15 +339,17 @@ def _operations(docs: dict[str, dict[str, Any]]) -> dict[tuple[str, str], tuple[
 
 
 def drift_documents(
-    target: str, theirs: dict[str, Any], ours: dict[str, dict[str, Any]] | None = None
+    target: str, theirs: dict[str, Any], ours: dict[str, dict[str, Any]] | None = None,
+    generation: str | None = None,
 ) -> DriftReport:
-    """Compare ``theirs`` (a parsed openapi.json) with our documents (default: the installed spec)."""
+    """Compare ``theirs`` (a parsed openapi.json) with our documents (default: the installed spec), each difference
+    classified by ``specs/drift.yaml`` at ``generation``."""
     ours = ours if ours is not None else {name: load_document(name) for name in DOCUMENTS}
     res_o = _Resolver(ours, "components.yaml")
     res_t = _Resolver({"": theirs}, "")
     ops_o = _operations(ours)
     ops_t = _operations({"": theirs})
-    report = DriftReport(target=target)
+    report = DriftReport(target=target, generation=generation)
     for key in sorted(set(ops_o) | set(ops_t), key=lambda k: (k[1], k[0])):
         label = f"{key[0].upper()} {key[1]}"
         if key not in ops_t:
@@ -284,11 +371,14 @@ def drift_documents(
                 continue
             _compare(so, st, res_o, res_t, f"{kind}.", 0, entry)
         report.endpoints.append(entry)
+    report.classify(load_documented())
     return report
 
 
-def drift(target: str, timeout: float = 10.0, transport: Transport | None = None) -> DriftReport:
-    """Fetch ``<target>/openapi.json`` and compare it with the installed spec.
+def drift(target: str, timeout: float = 10.0, transport: Transport | None = None,
+          generation: str | None = None) -> DriftReport:
+    """Fetch ``<target>/openapi.json`` and compare it with the installed spec; the generation (for the versioned
+    entries of ``specs/drift.yaml``) is ``generation``, else read from the target's ``GET /version``.
 
     Raises ``UsageError`` (one line) when the target is unreachable or does not answer JSON.
     """
@@ -296,6 +386,8 @@ def drift(target: str, timeout: float = 10.0, transport: Transport | None = None
     try:
         with (transport or Transport()).client(timeout=timeout) as client:
             response = client.get(url)
+            if generation is None:
+                generation = _declared_generation(client, target.rstrip("/") + "/version")
         response.raise_for_status()
         theirs = response.json()
     except httpx.HTTPError as exc:
@@ -304,4 +396,13 @@ def drift(target: str, timeout: float = 10.0, transport: Transport | None = None
         raise UsageError(f"{url} did not answer JSON: {exc.msg}") from exc
     if not isinstance(theirs, dict) or "paths" not in theirs:
         raise UsageError(f"{url} is not an OpenAPI document (no 'paths')")
-    return drift_documents(target.rstrip("/"), theirs)
+    return drift_documents(target.rstrip("/"), theirs, generation=generation)
+
+
+def _declared_generation(client: httpx.Client, url: str) -> str | None:
+    """The generation a vLLM-style ``GET /version`` ({"version": "0.34.0"}) names, None when it names none."""
+    try:
+        version = client.get(url).json().get("version")
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    return ".".join(str(version).split(".")[:2]) if isinstance(version, str) and version.count(".") >= 1 else None

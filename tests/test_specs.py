@@ -358,3 +358,33 @@ def test_drift_raises_usage_error_on_non_json() -> None:
     for url in _serve(b"<html>nope</html>", "text/html"):
         with pytest.raises(UsageError, match="did not answer JSON"):
             drift(url, timeout=5)
+
+
+RELEASE_DOCUMENTS = Path(__file__).resolve().parents[1] / "reports" / "drift" / "openapi"
+
+
+@pytest.mark.parametrize("release", ["0.32", "0.33", "0.34"])
+def test_every_difference_with_a_vllm_release_is_documented(release: str) -> None:
+    """The committed openapi.json of each release's render server leaves nothing undocumented in specs/drift.yaml."""
+    from tokenspec.specs.drift import drift_documents
+
+    theirs = json.loads((RELEASE_DOCUMENTS / f"vllm-{release}.0-render.json").read_text())
+    report = drift_documents(release, theirs, generation=release)
+    assert len(report.reasons) > 100, "the comparison found almost nothing: the documents did not load"
+    assert not report.undocumented, report.undocumented
+
+
+def test_a_new_field_or_a_wrong_generation_is_undocumented() -> None:
+    """Break what drift checks: a field vLLM adds is undocumented, and so is a versioned difference read at a
+    generation its entry does not cover."""
+    from tokenspec.specs.drift import drift_documents
+
+    theirs = json.loads((RELEASE_DOCUMENTS / "vllm-0.34.0-render.json").read_text())
+    request = theirs["components"]["schemas"]["ChatCompletionRequest"]["properties"]
+    request["brand_new_knob"] = {"type": "integer"}
+    report = drift_documents("0.34", theirs, generation="0.34")
+    assert report.undocumented == ["POST /v1/chat/completions/derender: request.chat_request.brand_new_knob",
+                                   "POST /v1/chat/completions/render: request.brand_new_knob"], report.undocumented
+    misread = drift_documents("0.32", json.loads((RELEASE_DOCUMENTS / "vllm-0.34.0-render.json").read_text()),
+                              generation="0.32")
+    assert any("prev_tokens" in d for d in misread.undocumented), misread.undocumented

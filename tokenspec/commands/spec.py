@@ -30,21 +30,38 @@ def _spec_lint(args: argparse.Namespace) -> int:
 
 
 def _spec_drift(args: argparse.Namespace) -> int:
-    from tokenspec.specs.drift import drift
+    import json
+
+    from tokenspec.errors import UsageError
+    from tokenspec.specs.drift import drift, drift_documents
     from tokenspec.target import normalise_url
     from tokenspec.transport import Transport
 
-    transport = Transport.from_args(args, timeout=())
-    report = drift(normalise_url(args.target), timeout=args.timeout, transport=transport)
+    if bool(args.target) == bool(args.openapi):
+        raise UsageError("give exactly one of --target URL and --openapi FILE")
+    if args.openapi:
+        try:
+            theirs = json.loads(Path(args.openapi).read_text())
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"cannot read {args.openapi} as an OpenAPI document: {exc}") from None
+        if not isinstance(theirs, dict) or "paths" not in theirs:
+            raise UsageError(f"{args.openapi} is not an OpenAPI document (no 'paths')")
+        report = drift_documents(args.openapi, theirs, generation=args.generation)
+    else:
+        transport = Transport.from_args(args, timeout=())
+        report = drift(normalise_url(args.target), timeout=args.timeout, transport=transport,
+                       generation=args.generation)
     text = report.to_markdown()
     if args.out:
-        import json
-
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.with_suffix(".md").write_text(text)
-        out.with_suffix(".json").write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+        out = out.with_suffix("") if out.suffix in (".md", ".json") else out  # "vllm-0.34-render" keeps its dots
+        out.with_name(out.name + ".md").write_text(text)
+        out.with_name(out.name + ".json").write_text(json.dumps(report.to_dict(), indent=2) + "\n")
     print(text)
+    if args.strict and report.undocumented:
+        print(f"{len(report.undocumented)} undocumented difference(s)", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -56,8 +73,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
              exits=(EXIT_OK, "1  the specs have problems (listed on stdout)", EXIT_USAGE),
              examples=["tokenspec spec lint"]).set_defaults(handler=_spec_lint)
     drift = command(spec_sub, "drift", "compare a live server's /openapi.json with the spec",
-                     examples=["tokenspec spec drift --target http://127.0.0.1:8000 --out out/drift"])
-    drift.add_argument("--target", required=True, metavar="URL", help="base URL of the server")
+                     exits=(EXIT_OK, "1  --strict, and a difference specs/drift.yaml does not document", EXIT_USAGE),
+                     examples=["tokenspec spec drift --target http://127.0.0.1:8000 --out out/drift",
+                               "tokenspec spec drift --openapi openapi.json --generation 0.34 --strict"])
+    drift.add_argument("--target", metavar="URL", help="base URL of the server")
+    drift.add_argument("--openapi", metavar="FILE", help="a saved openapi.json instead of a live server")
+    drift.add_argument("--generation", help="the server's API generation (default: from its GET /version)")
+    drift.add_argument("--strict", action="store_true",
+                       help="exit 1 when a difference is not documented in specs/drift.yaml")
     drift.add_argument("--out", metavar="PATH", help="write PATH.md and PATH.json")
     drift.add_argument("--timeout", type=float, default=10.0, help="request timeout in seconds")
     add_transport_arguments(drift)
