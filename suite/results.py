@@ -16,7 +16,7 @@ LEVELS = ("MUST", "SHOULD", "MAY")
 UNSUPPORTED_PREFIX = "unsupported: "
 NOT_TESTED_PREFIX = "not tested: "
 #: Version of suite/CONTRACT.md, the interpretation of outcomes this code implements.
-CONTRACT_VERSION = 4
+CONTRACT_VERSION = 5
 #: Cap (characters) of a failing comparison's ``expected`` and ``actual`` as recorded in results.
 MAX_OPERAND = 20_000
 
