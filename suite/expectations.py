@@ -221,10 +221,12 @@ def with_evidence(path: str | Path, reports: list[dict[str, Any]]) -> str:
 _JUDGED = ("passed", "failed", "xfailed", "xpassed", "error")
 
 
-def pruned(path: str | Path, runs: list[tuple[str, dict[str, Any]]]) -> tuple[str, list[str]]:
+def pruned(path: str | Path, runs: list[tuple[str, dict[str, Any]]], *, only_seen: bool = False
+           ) -> tuple[str, list[str]]:
     """The file without the entries whose tests ``runs`` (family, report) judged and whose failure none of them
     showed, and the dropped entries' descriptions: how a file copied from an older release is cut down to what the
-    new one still gets wrong. Seed-dependent entries, and entries no run judged a test of, are kept."""
+    new one still gets wrong. Seed-dependent entries, and entries no run judged a test of, are kept, unless
+    ``only_seen``: then only entries a failure of the runs explained stay (every entry has evidence from them)."""
     path = Path(path)
     source = path.read_text()
     lines = source.splitlines()
@@ -237,7 +239,7 @@ def pruned(path: str | Path, runs: list[tuple[str, dict[str, Any]]]) -> tuple[st
         judged = [test for family, report in runs if not entry.families or family in entry.families
                   for test in report["tests"] if test["outcome"] in _JUDGED and entry.matches(test["nodeid"])]
         explained = any(test["outcome"] in ("xfailed", "failed") and _explained_causes(entry, test) for test in judged)
-        if judged and not explained and not entry.seed_dependent:
+        if not explained and (only_seen or (judged and not entry.seed_dependent)):
             dropped.append(f"{entry.test}: {entry.describe()}")
         else:
             kept.append(raw)

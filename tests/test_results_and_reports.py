@@ -145,7 +145,8 @@ def test_prune_drops_only_entries_a_run_judged_and_did_not_see_fail(tmp_path: Pa
                     "  - {test: t.py::fixed, requirement: RENDER-001, pattern: boom, reason: fixed since}\n"
                     "  - {test: t.py::unjudged, requirement: RENDER-001, pattern: boom, reason: not run}\n"
                     "  - {test: t.py::fixed, requirement: RENDER-001, pattern: boom, reason: q, families: [qwen3]}\n"
-                    "  - {test: t.py::flaky, requirement: RENDER-001, pattern: boom, reason: f, seed_dependent: true}\n")
+                    "  - {test: t.py::flaky, requirement: RENDER-001, pattern: boom, reason: f,"
+                    " seed_dependent: true}\n")
     tests = [{"nodeid": "suite/t.py::still", "outcome": "xfailed", "failed_requirements": ["RENDER-001"],
               "message": "known failure (...); observed: AssertionError: boom"},
              {"nodeid": "suite/t.py::fixed", "outcome": "xpassed", "failed_requirements": [], "message": "XPASS"},
@@ -157,6 +158,9 @@ def test_prune_drops_only_entries_a_run_judged_and_did_not_see_fail(tmp_path: Pa
     assert kept == [("t.py::still", "still broken"), ("t.py::unjudged", "not run"), ("t.py::fixed", "q"),
                     ("t.py::flaky", "f")], kept
     assert len(dropped) == 1 and "fixed since" in dropped[0]
+    text, dropped = pruned(path, [("tiny", {"tests": tests})], only_seen=True)
+    kept = [e["reason"] for e in __import__("yaml").safe_load(text)["expectations"]]
+    assert kept == ["still broken"] and len(dropped) == 4, (kept, dropped)
 
 
 def test_family_scoped_expectations_are_strict_on_their_family_and_absent_elsewhere(tmp_path: Path) -> None:

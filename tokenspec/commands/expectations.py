@@ -58,7 +58,7 @@ def _expectations_prune(args: argparse.Namespace) -> int:
         if not family:
             raise UsageError(f"{folder} has no cell.json naming its model family: give --family")
         runs.append((family, json.loads(report.read_text())))
-    text, dropped = pruned(args.file, runs)
+    text, dropped = pruned(args.file, runs, only_seen=args.only_seen)
     Path(args.file).write_text(text)
     for line in dropped:
         print(f"dropped {line}")
@@ -95,4 +95,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                            help="report folders of runs made with this file (a matrix cell's cell.json names"
                                 " its family)")
     exp_prune.add_argument("--family", help="the model family of every REPORT (default: each cell.json's)")
+    exp_prune.add_argument("--only-seen", action="store_true",
+                           help="keep only the entries a failure of these runs explained (so every entry's evidence"
+                                " can come from them), dropping unjudged and seed-dependent ones too")
     exp_prune.set_defaults(handler=_expectations_prune)
