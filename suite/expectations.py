@@ -195,17 +195,20 @@ def draft(report: dict[str, Any], implementation: dict[str, str], configuration:
     return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=120)
 
 
-def with_evidence(path: str | Path, reports: list[dict[str, Any]]) -> str:
-    """The expectations file rewritten with, for every entry, the request and the answer of one run where it
-    explained a failure (``evidence``); entries no report exercised keep what they had. The header comment
-    block is kept; entries come out in block style."""
-    path = Path(path)
+def _editable(path: Path) -> tuple[str, dict[str, Any], list[Expectation]]:
+    """(the header comment block, the raw YAML, the parsed entries) of a file a tool rewrites."""
     source = path.read_text()
     lines = source.splitlines()
     header = "".join(line + "\n" for line in lines[: next((i for i, ln in enumerate(lines)
                                                           if not ln.startswith("#")), len(lines))])
-    data = yaml.safe_load(source)
-    parsed = load_expectations_file(path).entries
+    return header, yaml.safe_load(source), load_expectations_file(path).entries
+
+
+def with_evidence(path: str | Path, reports: list[dict[str, Any]]) -> str:
+    """The expectations file rewritten with, for every entry, the request and the answer of one run where it
+    explained a failure (``evidence``); entries no report exercised keep what they had. The header comment
+    block is kept; entries come out in block style."""
+    header, data, parsed = _editable(Path(path))
     for raw, entry in zip(data["expectations"], parsed, strict=True):
         found = next(((report, test, cause) for report in reports for test in report["tests"]
                       if test["outcome"] in ("xfailed", "failed") and entry.matches(test["nodeid"])
@@ -227,13 +230,7 @@ def pruned(path: str | Path, runs: list[tuple[str, dict[str, Any]]], *, only_see
     showed, and the dropped entries' descriptions: how a file copied from an older release is cut down to what the
     new one still gets wrong. Seed-dependent entries, and entries no run judged a test of, are kept, unless
     ``only_seen``: then only entries a failure of the runs explained stay (every entry has evidence from them)."""
-    path = Path(path)
-    source = path.read_text()
-    lines = source.splitlines()
-    header = "".join(line + "\n" for line in lines[: next((i for i, ln in enumerate(lines)
-                                                          if not ln.startswith("#")), len(lines))])
-    data = yaml.safe_load(source)
-    parsed = load_expectations_file(path).entries
+    header, data, parsed = _editable(Path(path))
     kept, dropped = [], []
     for raw, entry in zip(data["expectations"], parsed, strict=True):
         judged = [test for family, report in runs if not entry.families or family in entry.families
