@@ -1,8 +1,9 @@
 """API generations: requirements say where they apply (since/until), the probe decides what a target speaks from its
 own answers, and a claimed generation is held to its requirements.
 
-The "0.34-speaking" target is a labelled test double: the bundled frontend behind the mutant proxy, with render
-answers given a parse_context and stream states their window under vLLM 0.34's name (read back under the old one).
+The bundled frontend speaks the 0.33 wire (parse_context, the prev_tokens window). The other generations are labelled
+test doubles: the frontend behind the mutant proxy, with render answers stripped of parse_context (0.32) or stream
+states carrying their window under vLLM 0.34's name, read back under the old one (0.34).
 """
 
 from __future__ import annotations
@@ -52,24 +53,28 @@ def test_the_gate_judges_only_what_holds_for_every_candidate(candidates, cited, 
         caps.require_generation(cited)
 
 
-def _newer_wire(answer: Any, request: Any) -> None:
-    if isinstance(answer, dict) and "token_ids" in answer:
-        answer["parse_context"] = {"tools": None, "tool_choice": "none", "parallel_tool_calls": True,
-                                   "include_reasoning": True, "chat_template_kwargs": {}, "history_tool_call_cnt": 0}
+def _without_parse_context(answer: Any, request: Any) -> None:
+    if isinstance(answer, dict):
+        answer.pop("parse_context", None)
+
+
+def _id_window(answer: Any, request: Any) -> None:
     state = answer.get("stream_state") if isinstance(answer, dict) else None
     if isinstance(state, dict) and "prev_tokens" in state:
         state["prev_token_ids"] = state.pop("prev_tokens")
 
 
-def _older_name(request: dict[str, Any]) -> None:
+def _pieces_window(request: dict[str, Any]) -> None:
     state = request.get("stream_state")
     if isinstance(state, dict) and "prev_token_ids" in state:
         state["prev_tokens"] = state.pop("prev_token_ids")
 
 
-SPEAKS_034 = Defect("speaks-0.34", "test double", ("RENDER-025",), "the 0.34 wire markers on a 0.32 frontend",
-                    on_request=edit_request(DERENDERS, _older_name),
-                    on_response=edit_answer(RENDERS + DERENDERS, _newer_wire))
+SPEAKS_032 = Defect("speaks-0.32", "test double", ("RENDER-025",), "a render without parse_context",
+                    on_response=edit_answer(RENDERS, _without_parse_context))
+SPEAKS_034 = Defect("speaks-0.34", "test double", ("STREAM-015",), "the state's window under 0.34's name",
+                    on_request=edit_request(DERENDERS, _pieces_window),
+                    on_response=edit_answer(DERENDERS, _id_window))
 
 
 def _run(url: str, model_dir: Path, report: Path, *extra: str) -> dict[str, Any]:
@@ -83,18 +88,22 @@ def _outcomes(report: dict[str, Any]) -> dict[str, str]:
     return {t["nodeid"].split("::")[-1]: t["outcome"] for t in report["tests"] if "parse_context" in t["nodeid"]}
 
 
+def _generation(report: dict[str, Any]) -> list[str]:
+    return report["capabilities"]["generation"]["candidates"]
+
+
 def test_the_probe_reads_the_generation_off_the_wire(tiny_model, tmp_path) -> None:
+    runs = {}
     with running_frontend(frontend_config(tiny_model.model_dir, DEFAULT_MODEL_NAME)) as url:
-        plain = _run(url, tiny_model.model_dir, tmp_path / "plain")
-        proxy = MutantProxy(url, SPEAKS_034)
-        with running_app(proxy) as proxied:
-            newer = _run(proxied, tiny_model.model_dir, tmp_path / "newer")
-    assert plain["capabilities"]["generation"]["candidates"] == ["0.32"], plain["capabilities"]["generation"]
-    assert set(_outcomes(plain).values()) == {"unsupported"}, _outcomes(plain)
-    assert newer["capabilities"]["generation"]["candidates"] == ["0.34"], newer["capabilities"]["generation"]
-    # judged on the newer wire: the double's parse_context lacks the request's tools, so the tools test fails
-    assert _outcomes(newer) == {"test_parse_context_defaults_without_tools": "passed",
-                                "test_parse_context_carries_tools_reasoning_and_history": "failed"}, _outcomes(newer)
+        runs["0.33"] = _run(url, tiny_model.model_dir, tmp_path / "frontend")
+        for name, double in (("0.32", SPEAKS_032), ("0.34", SPEAKS_034)):
+            with running_app(MutantProxy(url, double)) as proxied:
+                runs[name] = _run(proxied, tiny_model.model_dir, tmp_path / name)
+    seen = {name: _generation(report) for name, report in runs.items()}
+    assert seen == {"0.33": ["0.33"], "0.32": ["0.32"], "0.34": ["0.34"]}, seen
+    assert set(_outcomes(runs["0.32"]).values()) == {"unsupported"}, _outcomes(runs["0.32"])
+    for name in ("0.33", "0.34"):  # RENDER-025 holds since 0.33: judged, and the frontend keeps it
+        assert set(_outcomes(runs[name]).values()) == {"passed"}, (name, _outcomes(runs[name]))
 
 
 def test_a_declared_generation_is_held_to_its_requirements(tiny_model, tmp_path) -> None:
@@ -102,7 +111,8 @@ def test_a_declared_generation_is_held_to_its_requirements(tiny_model, tmp_path)
     profile = tmp_path / "claims-0.33.yaml"
     profile.write_text("implementation: {name: claims}\ngeneration: '0.33'\n")
     with running_frontend(frontend_config(tiny_model.model_dir, DEFAULT_MODEL_NAME)) as url:
-        report = _run(url, tiny_model.model_dir, tmp_path / "claimed", "--profile", str(profile))
+        with running_app(MutantProxy(url, SPEAKS_032)) as proxied:
+            report = _run(proxied, tiny_model.model_dir, tmp_path / "claimed", "--profile", str(profile))
     generation = report["capabilities"]["generation"]
     assert generation["candidates"] == ["0.33"] and "the wire looks like 0.32" in generation["evidence"], generation
     assert set(_outcomes(report).values()) == {"failed"}, _outcomes(report)

@@ -236,6 +236,7 @@ class Renderer:
         else:
             extra = {"reasoning_ended": None, "reasoning_parser_kwargs": None}
         out = self._generate_request(body, f"chatcmpl-{id_suffix}", ids, params, extra)
+        out["parse_context"] = parse_context(body)
         if pinned:
             out["tokenizer_version"] = self.tokenizer_version  # TOKNAT-008; engines ignore unknown keys
         return out
@@ -282,6 +283,24 @@ def _structured_outputs(body: dict[str, Any]) -> dict[str, Any] | None:
             schema = (response_format.get("json_schema") or {}).get("schema")
             return {**_STRUCTURED_DEFAULTS, "json": schema if schema is not None else {}}
     return None
+
+
+def parse_context(body: dict[str, Any]) -> dict[str, Any]:
+    """What a generate server that derenders (output_mode derender) needs to parse the output as the coupled server
+    would, from the chat request (RENDER-025; vLLM 0.33's ParseContext): tool_choice "auto" when tools come without
+    one, "none" without tools; the tool calls already in the conversation, so new call ids continue the count."""
+    tools = body.get("tools") or None
+    choice = body.get("tool_choice")
+    if choice is None:
+        choice = "auto" if tools else "none"
+    parallel = body.get("parallel_tool_calls")
+    kwargs = template_kwargs(body)
+    kwargs.pop("documents", None)
+    history = sum(len(m["tool_calls"]) for m in body["messages"]
+                  if isinstance(m, dict) and m.get("role") == "assistant" and isinstance(m.get("tool_calls"), list))
+    return {"tools": tools, "tool_choice": choice, "parallel_tool_calls": True if parallel is None else parallel,
+            "include_reasoning": body.get("include_reasoning") is not False, "chat_template_kwargs": kwargs,
+            "history_tool_call_cnt": history}
 
 
 def template_kwargs(body: dict[str, Any]) -> dict[str, Any]:
