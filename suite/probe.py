@@ -263,6 +263,8 @@ def _probe_roles(c: RoleClients, caps: Capabilities, target: Target, codec: Code
 #: The first generations whose wire shows each marker (specs/features.yaml's ``generations`` says the same).
 PARSE_CONTEXT_SINCE = "0.33"
 ID_WINDOW_SINCE = "0.34"
+#: DerenderStreamState's two decode windows: pieces until 0.33, ids from ID_WINDOW_SINCE.
+WINDOWS = ("prev_tokens", "prev_token_ids")
 
 
 def _probe_generation(caps: Capabilities, rendered: Answer, states: list[Any]) -> None:
@@ -275,7 +277,7 @@ def _probe_generation(caps: Capabilities, rendered: Answer, states: list[Any]) -
         has = "parse_context" in rendered.body
         candidates = [g for g in candidates if (generation_key(g) >= generation_key(PARSE_CONTEXT_SINCE)) == has]
         seen.append(f"chat render {'emits' if has else 'has no'} parse_context")
-    windows = [k for s in states if isinstance(s, dict) for k in ("prev_token_ids", "prev_tokens") if k in s]
+    windows = [k for s in states if isinstance(s, dict) for k in WINDOWS if k in s]
     if windows:
         ids = windows[0] == "prev_token_ids"
         candidates = [g for g in candidates if (generation_key(g) >= generation_key(ID_WINDOW_SINCE)) == ids]

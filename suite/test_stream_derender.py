@@ -20,6 +20,7 @@ from tokenspec.suite.builders import (
     visible_text,
 )
 from tokenspec.suite.gating import not_tested
+from tokenspec.suite.probe import WINDOWS
 
 CHAT = "/v1/chat/completions/derender"
 COMPLETIONS = "/v1/completions/derender"
@@ -186,8 +187,6 @@ def test_accumulated_output_counts_towards_the_context(api, target, max_model_le
     assert resp.status_code == 400, f"prompt + accumulated + delta exceed max_model_len: {resp.text[:300]}"
 
 
-#: The spec's two generations of the decode window (DerenderStreamState): pieces until vLLM 0.33, ids since 0.34.
-WINDOWS = ("prev_tokens", "prev_token_ids")
 _GENUINE: dict[tuple[str, str], dict[str, Any]] = {}
 
 
@@ -210,8 +209,7 @@ def window_key(state: Any) -> str:
     return key
 
 
-def _tampered(name: str, state: dict[str, Any]) -> Any:
-    window = window_key(state)
+def _tampered(name: str, state: dict[str, Any], window: str) -> Any:
     size = len(state[window]) if isinstance(state[window], list) else 0
     return {
         "window-not-a-list": lambda: {**state, window: 5},
@@ -235,11 +233,11 @@ def test_tampered_stream_state_rejected(api, target, codec, path, name) -> None:
     genuine = genuine_state(api, target, codec, path)
     if name == "chunk-lens-disagree" and not {"output_token_ids", "output_chunk_lens"} <= set(genuine):
         not_tested("the target's stream_state carries no output_token_ids/output_chunk_lens history to contradict")
-    tampered = _tampered(name, genuine)
+    window = window_key(genuine)  # named in the message too: a renamed window is a changed cause between two runs
+    tampered = _tampered(name, genuine, window)
     resp = api.post(path, stream_body(target.model, path, gen_chunk(codec.encode("hi")), tampered))
     shown = {k: v for k, v in tampered.items() if k not in genuine or genuine[k] != v} \
         if isinstance(tampered, dict) else tampered
-    window = window_key(genuine)  # named in the message: a renamed window is a changed cause between two runs
     held = genuine[window]
     size = f"{len(held)} entries" if isinstance(held, list) else repr(held)[:40]
     assert resp.status_code == 400, (f"tampered stream_state {shown} (window {window}: {size})"
