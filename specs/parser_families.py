@@ -101,6 +101,16 @@ def expected(reasoning: str | None, tool: str | None, shape: str, variant: str) 
     return None if entry is None else Split.from_entry(entry)
 
 
+def keeps_special_tokens(reasoning: str | None, tool: str | None, request: dict[str, Any] | None) -> bool:
+    """Whether a configured parser turns ``request``'s skip_special_tokens off, as the coupled server's does
+    (``keeps_special_tokens`` of the table), so special tokens show as text whatever the request asked."""
+    rules = _table()["keeps_special_tokens"]
+    request = request or {}
+    with_tools = bool(request.get("tools")) and request.get("tool_choice") != "none"
+    return any(rules.get(family) == "always" or (rules.get(family) == "with-tools" and with_tools)
+               for family in (reasoning, tool) if family)
+
+
 def family_probe(kind: str) -> str:
     """The shape id a probe derenders first: one every family of ``kind`` parses and no-parser leaves alone."""
     return str(_table()["probes"][kind]["any"])

@@ -177,6 +177,7 @@ def create_app(config: FrontendConfig) -> Starlette:
             Route("/v1/chat/completions", gateway.route("chat"), methods=["POST"]),
             Route("/v1/completions", gateway.route("completions"), methods=["POST"]),
             Route("/inference/v1/generate", gateway.generate, methods=["POST"]),
+            Route("/inference/v1/abort_requests", gateway.abort, methods=["POST"]),
         ]
     app = Starlette(routes=routes)
     app.state.frontend = fe

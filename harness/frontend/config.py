@@ -25,6 +25,9 @@ class FrontendConfig:
     engine_url: str | None = None  # where the /v1/* gateway sends generate requests
     engine_timeout: float = 120.0
     max_concurrency: int | None = None  # gateway requests in flight before answering 503
+    #: The vLLM API generation whose wire the frontend speaks where generations differ (the streaming state's window,
+    #: streamed output_mode derender): 0.34, the newest, or 0.33.
+    api_generation: str = "0.34"
     text_filter: str = "pass-through"  # safety hook: a built-in name or module:attribute (frontend/safety.py)
     #: SHA-256 digests of the API keys that open /v1 and /inference (harness/frontend/auth.py); empty: open.
     api_key_digests: tuple[bytes, ...] = field(default=(), repr=False)
@@ -40,6 +43,8 @@ class FrontendConfig:
         from tokenspec.harness.frontend.safety import load_text_filter
 
         load_text_filter(self.text_filter)  # a filter that cannot load stops start-up, not the first request
+        if self.api_generation not in ("0.33", "0.34"):
+            raise UsageError(f"--api-generation must be 0.33 or 0.34, got {self.api_generation!r}")
         if self.max_model_len < 1:
             raise UsageError(f"--max-model-len must be positive, got {self.max_model_len}")
 

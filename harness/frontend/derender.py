@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from tokenspec.harness.frontend.config import FrontendConfig
-from tokenspec.harness.frontend.detokenize import DecodeWindow, decode_all, decode_tokens, seed_window
+from tokenspec.harness.frontend.detokenize import DecodeWindow, decode_all, decode_tokens, seed_window, window_of_ids
 from tokenspec.harness.frontend.errors import bad_request
 from tokenspec.harness.frontend.logprobs import CONTEXT_WINDOW, chat_logprobs, completion_logprobs
 from tokenspec.harness.frontend.model_files import ModelFiles
@@ -24,6 +24,7 @@ from tokenspec.harness.frontend.stopping import (
     text_ids,
     top_logprobs_wanted,
 )
+from tokenspec.specs.parser_families import keeps_special_tokens
 
 
 def _usage(prompt: int, completion: int) -> dict[str, Any]:
@@ -31,8 +32,12 @@ def _usage(prompt: int, completion: int) -> dict[str, Any]:
             "prompt_tokens_details": None, "completion_tokens_details": None}
 
 
-def new_stream_state() -> dict[str, Any]:
-    return {"prev_tokens": [], "prefix_offset": 0, "read_offset": 0, "role_sent": False,
+#: The decode window's key in the state per API generation: pieces until 0.33, ids from 0.34.
+WINDOW_KEYS = {"0.33": "prev_tokens", "0.34": "prev_token_ids"}
+
+
+def new_stream_state(window_key: str = "prev_tokens") -> dict[str, Any]:
+    return {window_key: [], "prefix_offset": 0, "read_offset": 0, "role_sent": False,
             "logprob_context_token_ids": [], "logprob_text_offset": 0, "output_token_ids": [],
             "output_chunk_lens": [], "tools_streamed": False, "last_tool_call_ids": [], "held_text": "",
             # The plain path keeps no id history; this count still bounds prompt + output (STREAM-012).
@@ -57,6 +62,7 @@ class Derenderer:
         markers = [m for cls in (self.reasoning_cls, self.tool_cls) if cls is not None for m in cls.MARKERS]
         marker_ids = {i for m in markers if (i := model.tokenizer.token_to_id(m)) is not None}
         self.parser_skip_ids = model.all_special_ids - marker_ids
+        self.window_key = WINDOW_KEYS[config.api_generation]
 
     def _decode_flags(self, request: dict[str, Any] | None, keep_special: bool) -> frozenset[int]:
         """The ids decoding drops: the special tokens when the request skips them (its default), except,
@@ -64,6 +70,8 @@ class Derenderer:
         value = (request or {}).get("skip_special_tokens")
         if value is not None and not value:
             return frozenset()
+        if keep_special and keeps_special_tokens(self.config.reasoning_parser, self.config.tool_parser, request):
+            return frozenset()  # the parser turns skipping off, as the coupled server's does (DERENDER-025)
         return self.parser_skip_ids if keep_special else self.model.all_special_ids
 
     def _parser(self, chat_request: dict[str, Any]) -> OutputParser:
@@ -173,13 +181,31 @@ class Derenderer:
     # -- streaming ----------------------------------------------------------------------------------------
 
     def _window_from(self, state: dict[str, Any]) -> DecodeWindow:
+        if self.window_key == "prev_token_ids":
+            return window_of_ids(self.model, state["prev_token_ids"], state["prefix_offset"], state["read_offset"])
         return DecodeWindow(list(state["prev_tokens"]), state["prefix_offset"], state["read_offset"])
 
-    @staticmethod
-    def _check_state(state: dict[str, Any]) -> None:
+    def _store_window(self, state: dict[str, Any], window: DecodeWindow) -> None:
+        ids_key = self.window_key == "prev_token_ids"
+        state.update({self.window_key: window.ids if ids_key else window.prev_tokens,
+                      "prefix_offset": window.prefix_offset, "read_offset": window.read_offset})
+
+    def _new_state(self, carried: dict[str, Any] | None) -> dict[str, Any]:
+        """The carried state over the defaults, checked: a state of another generation's window is refused rather
+        than misread (vLLM 0.34 ignores a stale prev_tokens and decodes from an empty window)."""
+        if carried and self.window_key not in carried:
+            other = next((k for k in WINDOW_KEYS.values() if k in carried), None)
+            if other is not None:
+                raise bad_request(f"invalid stream_state: this server keeps the decode window as "
+                                  f"{self.window_key}, not {other}")
+        state = {**new_stream_state(self.window_key), **(carried or {})}
+        self._check_state(state)
+        return state
+
+    def _check_state(self, state: dict[str, Any]) -> None:
         """A carried state must be internally consistent, whichever path will read it (STREAM-013):
         a client that tampers with it gets a 400, never text silently lost or a 5xx."""
-        if not 0 <= state["prefix_offset"] <= state["read_offset"] <= len(state["prev_tokens"]):
+        if not 0 <= state["prefix_offset"] <= state["read_offset"] <= len(state[self.window_key]):
             raise bad_request("invalid stream_state: decode window offsets out of range")
         lens = state["output_chunk_lens"]
         if any(n <= 0 for n in lens) or sum(lens) != len(state["output_token_ids"]):
@@ -214,8 +240,7 @@ class Derenderer:
         if prompt_ids is None:
             prompt_ids = chunk.get("prompt_token_ids")
         carried = body.get("stream_state")
-        state = {**new_stream_state(), **(carried or {})}
-        self._check_state(state)
+        state = self._new_state(carried)
         choices = []
         if self.parsers_on:
             choice_out, state = self._chat_stream_parsed(chunk, state, chat_request, prompt_ids)
@@ -239,8 +264,7 @@ class Derenderer:
                                 "finish_reason": choice.get("finish_reason"),
                                 "stop_reason": choice.get("stop_reason"),
                                 "token_ids": choice.get("token_ids") if echo_ids else None})
-            state.update(prev_tokens=window.prev_tokens, prefix_offset=window.prefix_offset,
-                         read_offset=window.read_offset)
+            self._store_window(state, window)
         out_chunk = {"id": chunk.get("request_id") or _random_id(), "object": "chat.completion.chunk",
                      "created": int(time.time()), "model": model_name, "choices": choices,
                      "usage": _chunk_usage(chunk, body.get("prompt_tokens")), "system_fingerprint": None,
@@ -309,8 +333,7 @@ class Derenderer:
             raise bad_request("derender_completion_stream expects at most one choice per chunk")
         skip = self._decode_flags(body.get("completion_request"), keep_special=False)
         carried = body.get("stream_state")
-        state = {**new_stream_state(), **(carried or {})}
-        self._check_state(state)
+        state = self._new_state(carried)
         prompt_ids = body.get("prompt_token_ids")
         if prompt_ids is None:
             prompt_ids = chunk.get("prompt_token_ids")
@@ -331,8 +354,7 @@ class Derenderer:
             choices.append({"index": choice["index"], "text": text, "logprobs": resolved,
                             "finish_reason": choice.get("finish_reason"), "stop_reason": choice.get("stop_reason"),
                             "prompt_token_ids": None, "token_ids": None})
-        state.update(prev_tokens=window.prev_tokens, prefix_offset=window.prefix_offset,
-                     read_offset=window.read_offset)
+        self._store_window(state, window)
         out_chunk = {"id": chunk.get("request_id") or _random_id(), "object": "text_completion",
                      "created": int(time.time()), "model": model_name, "choices": choices,
                      "usage": _chunk_usage(chunk, body.get("prompt_tokens")), "system_fingerprint": None,

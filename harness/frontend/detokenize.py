@@ -25,19 +25,30 @@ _PREFIX_REACH = 5
 
 @dataclass
 class DecodeWindow:
-    """The incremental decoder's state; small and JSON-friendly because clients carry it."""
+    """The incremental decoder's state; small and JSON-friendly because clients carry it.
+
+    ``ids`` runs beside ``prev_tokens`` (the ids of those pieces) when the window came from ids: vLLM 0.34 carries
+    the window as ``prev_token_ids``, because string pieces lose raw-byte tokens; None for a window of pieces only.
+    """
 
     prev_tokens: list[str] = field(default_factory=list)
     prefix_offset: int = 0
     read_offset: int = 0
+    ids: list[int] | None = None
 
 
 def seed_window(model: ModelFiles, prompt_ids: list[int] | None, skip_ids: frozenset[int]) -> DecodeWindow:
     """Prime the window with the prompt's tail so the first output token decodes in context."""
     if not prompt_ids:
-        return DecodeWindow()
-    pieces = model.ids_to_pieces(prompt_ids[-_SEED_PIECES:], skip_ids)
-    return DecodeWindow(list(pieces), max(len(pieces) - _PREFIX_REACH, 0), len(pieces))
+        return DecodeWindow(ids=[])
+    ids = [i for i in prompt_ids[-_SEED_PIECES:] if i not in skip_ids]
+    pieces = model.ids_to_pieces(ids, frozenset())
+    return DecodeWindow(list(pieces), max(len(pieces) - _PREFIX_REACH, 0), len(pieces), ids)
+
+
+def window_of_ids(model: ModelFiles, ids: list[int], prefix_offset: int, read_offset: int) -> DecodeWindow:
+    """A window carried as ids (``prev_token_ids``), its pieces looked up again."""
+    return DecodeWindow(model.ids_to_pieces(ids, frozenset()), prefix_offset, read_offset, list(ids))
 
 
 def decode_step(model: ModelFiles, window: DecodeWindow, token_id: int, skip_ids: frozenset[int]) -> str:
@@ -47,6 +58,8 @@ def decode_step(model: ModelFiles, window: DecodeWindow, token_id: int, skip_ids
     """
     new_pieces = model.ids_to_pieces([token_id], skip_ids)
     pieces = window.prev_tokens + new_pieces
+    if window.ids is not None and new_pieces:
+        window.ids = window.ids + [token_id]
     prefix, read = window.prefix_offset, window.read_offset
     prefix_text = model.pieces_to_text(pieces[prefix:read])
     full_text = model.pieces_to_text(pieces[prefix:])
@@ -57,6 +70,8 @@ def decode_step(model: ModelFiles, window: DecodeWindow, token_id: int, skip_ids
         prefix, read = read, len(pieces)
     # Everything before the prefix is never read again: drop it and rebase the offsets.
     window.prev_tokens = pieces[prefix:]
+    if window.ids is not None:
+        window.ids = window.ids[prefix:]
     window.read_offset = read - prefix
     window.prefix_offset = 0
     return emitted
@@ -75,17 +90,21 @@ def decode_tokens(model: ModelFiles, window: DecodeWindow, token_ids: list[int],
     special = skip_ids
     to_text = model.pieces_to_text
     pieces = list(window.prev_tokens)
+    ids = None if window.ids is None else list(window.ids)
     prefix, read = window.prefix_offset, window.read_offset
     out: list[str] = []
     for token_id, piece in zip(token_ids, all_pieces, strict=True):
         if token_id not in special:  # a skipped special token still makes a step, with no new piece
             pieces.append(piece)
+            if ids is not None:
+                ids.append(token_id)
         prefix_text = to_text(pieces[prefix:read])
         full_text = to_text(pieces[prefix:])
         if len(full_text) > len(prefix_text) and not full_text.endswith(REPLACEMENT_CHAR):
             out.append(full_text[len(prefix_text):])
             prefix, read = read, len(pieces)
     window.prev_tokens = pieces[prefix:]
+    window.ids = None if ids is None else ids[prefix:]
     window.read_offset = read - prefix
     window.prefix_offset = 0
     return "".join(out)

@@ -33,11 +33,15 @@ from tokenspec.harness.frontend import validation as schemas
 from tokenspec.harness.frontend.errors import ApiError, refused, unexpected
 from tokenspec.harness.frontend.render import request_id_suffix
 from tokenspec.harness.frontend.request_body import read_json
+from tokenspec.specs.openapi import load_document
 
 if TYPE_CHECKING:
     from tokenspec.harness.frontend.app import Frontend
 
 GENERATE = "/inference/v1/generate"
+ABORT = "/inference/v1/abort_requests"
+#: Keys of the spec's ParseContext: any other key means a newer renderer, refused in derender mode (GENERATE-024).
+PARSE_CONTEXT_KEYS = frozenset(load_document("components.yaml")["components"]["schemas"]["ParseContext"]["properties"])
 
 
 def _sse(payload: Any) -> bytes:
@@ -124,6 +128,8 @@ class Gateway:
                 raise ApiError(f"Token id {bad} is out of vocabulary", param="token_ids")
             self.fe.renderer.check_text(body["token_ids"], "token_ids")  # the safety hook sees token input too
             schemas.check_spec(request.url.path, body)  # nothing the spec refuses reaches the engine
+            if body.get("output_mode") == "derender":
+                return await self._generate_derendered(body)
             if not body.get("stream"):
                 return JSONResponse(await self._generate(body))
             resp = await self._open_stream(body)
@@ -134,6 +140,116 @@ class Gateway:
 
         return StreamingResponse(self._relay(resp, lambda event: event, counted=False),
                                  media_type="text/event-stream")
+
+    async def abort(self, request: Request) -> Response:
+        """``/inference/v1/abort_requests``, checked (GENERATE-026), then forwarded to the engine, which ends the
+        named requests with finish_reason abort (GENERATE-025)."""
+        try:
+            body = await read_json(request, self.fe.config.max_body_bytes)
+            ids = body.get("request_ids") if isinstance(body, dict) else None
+            if not (isinstance(ids, str) or (isinstance(ids, list) and all(isinstance(i, str) for i in ids))):
+                raise ApiError("request_ids is required: one request id or a list of them", param="request_ids")
+            try:
+                resp = await self.client.post(ABORT, json={"request_ids": [ids] if isinstance(ids, str) else ids})
+            except httpx.TimeoutException:
+                raise ApiError("the engine did not answer in time", status=504,
+                               err_type="GatewayTimeoutError") from None
+            except httpx.HTTPError as exc:
+                raise ApiError(f"the engine is unreachable: {type(exc).__name__}", status=502,
+                               err_type="BadGatewayError") from None
+            if resp.status_code != 200:
+                raise _engine_error(resp.status_code, resp.content)
+            return Response(status_code=200)
+        except ApiError as err:
+            return refused(request, err)
+        except Exception as exc:  # noqa: BLE001 - no traceback ever reaches a client
+            return unexpected(request, exc)
+
+    # -- output_mode derender: the engine's ids, then this frontend's own derender ----------------------------
+
+    def _parse_context_request(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The message-less chat request a derender-mode generate parses with, built from parse_context as vLLM
+        builds it (GENERATE-022), after the refusals of GENERATE-024."""
+        params = body["sampling_params"]
+        if params.get("detokenize") is False:
+            raise ApiError("output_mode='derender' requires sampling_params.detokenize to be true",
+                           param="output_mode")
+        context = body.get("parse_context")
+        if context is None:
+            if self.fe.derenderer.parsers_on:
+                raise ApiError("output_mode='derender' requires parse_context on a server with a tool or reasoning "
+                               "parser. Use the one returned by /render.", param="parse_context")
+            context = {}
+        if unknown := sorted(set(context) - PARSE_CONTEXT_KEYS):
+            raise ApiError(f"Unknown parse_context fields {unknown}; the render server is newer than this generate "
+                           "server", param="parse_context")
+        chat = {"messages": [], "tools": context.get("tools"), "tool_choice": context.get("tool_choice") or "none",
+                "parallel_tool_calls": context.get("parallel_tool_calls"),
+                "include_reasoning": context.get("include_reasoning", True),
+                "chat_template_kwargs": context.get("chat_template_kwargs") or {}}
+        for key in ("skip_special_tokens", "include_stop_str_in_output"):
+            if params.get(key) is not None:
+                chat[key] = params[key]
+        if params.get("logprobs") is not None:  # the chat cut of top_logprobs: the k sampling asked for
+            chat.update(logprobs=True, top_logprobs=max(int(params["logprobs"]), 0))
+        tool_choice = chat["tool_choice"]
+        if isinstance(tool_choice, dict):
+            name = (tool_choice.get("function") or {}).get("name")
+            if not any((t.get("function") or {}).get("name") == name for t in chat["tools"] or ()):
+                raise ApiError("The tool specified in `tool_choice` does not match any of the specified `tools`",
+                               param="tool_choice")
+        return chat
+
+    async def _generate_derendered(self, body: dict[str, Any]) -> Response:
+        chat = self._parse_context_request(body)
+        engine_body = {k: v for k, v in body.items() if k not in ("output_mode", "parse_context")}
+        prompt_ids = body["token_ids"]
+        hide = self.fe.derenderer.parsers_on and chat["include_reasoning"] is False
+        if not body.get("stream"):
+            generated = await self._generate(engine_body)
+            parsed = self.fe.derenderer.chat({"generate_response": generated, "prompt_tokens": len(prompt_ids),
+                                              "prompt_token_ids": prompt_ids, "chat_request": chat},
+                                             self.fe.config.model_name)
+            choices = []
+            for source, out in zip(generated["choices"], parsed["choices"], strict=True):
+                choices.append({**source, "message": _message(out["message"]), "finish_reason": out["finish_reason"],
+                                "logprobs": None if hide else out["logprobs"],
+                                "token_ids": None if hide else source.get("token_ids"),
+                                **({"sampling_mask": None} if hide else {})})
+            return JSONResponse({**generated, "output_mode": "derender", "choices": choices})
+        if self.fe.config.api_generation == "0.33":
+            raise ApiError("output_mode='derender' does not support stream=true.", param="stream")
+        resp = await self._open_stream(engine_body)
+        return StreamingResponse(self._relay(resp, self._derendered_chunks(body, chat, hide), counted=False),
+                                 media_type="text/event-stream")
+
+    def _derendered_chunks(self, body: dict[str, Any], chat: dict[str, Any], hide: bool
+                           ) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
+        """The engine's stream as GenerateDerenderStreamChunks: one stream_state per choice, the parsed delta of
+        each event (role assistant on a choice's first event), the ids behind it (GENERATE-023)."""
+        prompt_ids = body["token_ids"]
+        states: dict[int, dict[str, Any]] = {}
+
+        def convert(event: dict[str, Any]) -> dict[str, Any] | None:
+            if not event.get("choices"):
+                return {**event, "output_mode": "derender"}
+            source = event["choices"][0]
+            index = source["index"]
+            out = self.fe.derenderer.chat_stream(
+                {"generate_chunk": event, "stream_state": states.get(index), "prompt_tokens": len(prompt_ids),
+                 "prompt_token_ids": prompt_ids, "chat_request": chat}, self.fe.config.model_name)
+            states[index] = out["stream_state"]
+            parsed = out["chunk"]["choices"][0] if out["chunk"]["choices"] else {}
+            delta = {k: v for k, v in (parsed.get("delta") or {}).items() if v is not None}
+            finish = parsed.get("finish_reason", source.get("finish_reason"))
+            if not delta and finish is None and not source.get("token_ids"):
+                return None
+            choice = {**source, "delta": delta, "finish_reason": finish,
+                      "logprobs": None if hide else parsed.get("logprobs"),
+                      "token_ids": None if hide else source.get("token_ids")}
+            return {**event, "output_mode": "derender", "choices": [choice]}
+
+        return convert
 
     def route(self, kind: str):
         async def handle(request: Request) -> Response:
@@ -187,6 +303,7 @@ class Gateway:
         if ids_wanted:  # response_format_tokens, its alias return_token_ids, or implied by return_tokens_only
             for choice, source in zip(out["choices"], generated["choices"], strict=True):
                 choice["message"]["token_ids"] = list(source.get("token_ids") or [])  # TOKNAT-005
+        _pass_weight_versions(body, out["choices"], generated["choices"])
         if token_native.is_token_native(body):
             out["tokenizer_version"] = self.fe.tokenizer_version  # TOKNAT-008
         return JSONResponse(out)
@@ -235,6 +352,7 @@ class Gateway:
                 sources = {c["index"]: c for c in event["choices"]}
                 for choice in chunk["choices"]:
                     choice["delta"]["token_ids"] = list(sources[choice["index"]].get("token_ids") or [])
+            _pass_weight_versions(body, chunk["choices"], event.get("choices") or [], stream=True)
             if version is not None:
                 chunk["tokenizer_version"] = version  # TOKNAT-008
             return chunk if chunk["choices"] or chunk.get("usage") else None
@@ -266,6 +384,7 @@ class Gateway:
              "prompt_token_ids": [r["token_ids"] for r in gen_requests], "completion_request": body}, name)
         out["id"] = f"cmpl-{suffix}"
         ids_wanted, _ = token_native.output_format(body, chat=False)
+        _pass_weight_versions(body, out["choices"], [ch for g in responses for ch in g["choices"]])
         if ids_wanted:
             flat = [(r, ch) for r, g in zip(gen_requests, responses, strict=True) for ch in g["choices"]]
             for choice, (request, generated) in zip(out["choices"], flat, strict=True):
@@ -294,6 +413,7 @@ class Gateway:
             states[index] = out["stream_state"]
             chunk = out["chunk"]
             chunk["id"] = gen_request["request_id"]
+            _pass_weight_versions(body, chunk["choices"], event["choices"], stream=True)
             if ids_wanted:
                 for choice, source in zip(chunk["choices"], event["choices"], strict=True):
                     choice["token_ids"] = source.get("token_ids")
@@ -302,6 +422,27 @@ class Gateway:
             return chunk
 
         return convert
+
+
+def _pass_weight_versions(body: dict[str, Any], choices: list[dict[str, Any]], sources: list[dict[str, Any]],
+                          stream: bool = False) -> None:
+    """With return_weight_versions, each choice carries the spans its engine choice reported (GENERATE-028); on a
+    stream only the choice's last chunk, as the engine sends them there."""
+    if body.get("return_weight_versions") is not True:
+        return
+    by_index = {s["index"]: s for s in sources}
+    for position, choice in enumerate(choices):
+        source = by_index.get(choice["index"]) if stream else sources[position]
+        if source is not None and (not stream or choice.get("finish_reason") is not None):
+            choice["weight_versions"] = source.get("weight_versions")
+
+
+def _message(message: dict[str, Any]) -> dict[str, Any]:
+    """The assistant message of a derender-mode choice: role, content, reasoning, and tool_calls when parsed."""
+    out = {k: message.get(k) for k in ("role", "content", "reasoning")}
+    if message.get("tool_calls"):
+        out["tool_calls"] = message["tool_calls"]
+    return out
 
 
 def _vllm_echo(body: dict[str, Any]) -> bool:

@@ -114,6 +114,7 @@ DERENDER_COMPLETION = {"type": "object", "required": ["generate_responses"], "pr
     "prompt_token_ids": _opt({"type": "array", "items": _opt(_IDS)})}}
 _STATE = {"type": "object", "properties": {
     "prev_tokens": {"type": "array", "items": _STR, "maxItems": 1024},
+    "prev_token_ids": {"type": "array", "items": {"type": "integer", "minimum": 0}, "maxItems": 1024},
     "prefix_offset": {"type": "integer", "minimum": 0}, "read_offset": {"type": "integer", "minimum": 0},
     "role_sent": _BOOL, "logprob_context_token_ids": {"type": "array", "items": _INT, "maxItems": 4},
     "logprob_text_offset": {"type": "integer", "minimum": 0},
@@ -138,7 +139,7 @@ GENERATE_REQUEST = {"type": "object", "required": ["token_ids", "sampling_params
     "token_ids": {**_IDS, "minItems": 1}, "sampling_params": {"type": "object", "properties": {
         k: v for k, v in _SAMPLING_FIELDS.items() if k not in ("model", "request_id", "stream", "stream_options")}},
     "model": _opt(_STR), "request_id": _opt(_STR), "stream": _opt(_BOOL),
-    "output_mode": _opt({"enum": ["tokens", "text"]})}}
+    "output_mode": _opt({"enum": ["tokens", "text", "derender"]}), "parse_context": _opt({"type": "object"})}}
 DETOKENIZE = {"type": "object", "required": ["tokens"], "properties": {"model": _opt(_STR), "tokens": _IDS}}
 
 _VALIDATORS: dict[int, Any] = {}

@@ -31,6 +31,7 @@ def _serve(args: argparse.Namespace) -> int:
             max_model_len=args.max_model_len,
             max_concurrency=args.max_concurrency,
             text_filter=args.text_filter,
+            api_generation=args.api_generation,
             api_key_digests=digests_from_env(args.api_key_env) if args.api_key_env else (),
         )
         serve(config, host=args.host, port=args.port)
@@ -65,6 +66,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        help="safety hook: judges every prompt as text (token input decoded) before generation; "
                             "a built-in name or an import path to a callable (text) -> reason|None "
                             "(default: pass-through)")
+    serve.add_argument("--api-generation", choices=["0.33", "0.34"], default="0.34",
+                       help="frontend: the vLLM API generation it speaks where they differ (the streaming state's"
+                            " decode window, streamed output_mode derender)")
     serve.add_argument("--flavour", choices=["auto", "cpu", "cuda"], default="auto", help="which vLLM build to run")
     serve.add_argument("--api-key-env", metavar="NAME",
                        help="protect the frontend's /v1 and /inference routes (as vLLM's --api-key does) with the"
