@@ -424,7 +424,7 @@ def _probe_generate(c: RoleClients, caps: Capabilities, target: Target, rendered
     first = gen({})
     _role(caps, "generate", first)
     if not caps.has("generate"):
-        for feature in ("logprobs", "prompt-logprobs", "text-output-mode", "multi-choice", "stop-strings"):
+        for feature in GENERATE_FEATURES:
             caps.decide(feature, "not-tested", "probe", f"no generate endpoint to probe it with; {ENABLE['generate']}")
         return
 
@@ -446,8 +446,29 @@ def _probe_generate(c: RoleClients, caps: Capabilities, target: Target, rendered
     optional("text-output-mode", out, out.ok and "text" in _choice(out))
     out = gen({"n": 2, "temperature": 1.0, "seed": 1})
     optional("multi-choice", out, out.ok and len(out.body.get("choices") or []) == 2)
+    context = parse_context_of(rendered.body if rendered.ok else None)
+    out = gen({"detokenize": True}, output_mode="derender", parse_context=context)
+    optional("derender-output-mode", out, out.ok and "message" in _choice(out))
+    out = gen({"detokenize": True}, output_mode="derender", parse_context=context, stream=True)
+    # An accepted stream is the option offered, whatever its events hold: their shape is what its tests judge.
+    optional("derender-output-mode-stream", out, out.ok)
     out = gen({"stop": ["zz"], "detokenize": True})
     optional("stop-strings", out, out.ok)
+
+
+#: The engine features the generate probe decides.
+GENERATE_FEATURES = ("logprobs", "prompt-logprobs", "text-output-mode", "multi-choice", "stop-strings",
+                     "derender-output-mode", "derender-output-mode-stream")
+#: What chat render writes for a one-turn chat without tools (RENDER-025), for a renderer that predates parse_context.
+PLAIN_PARSE_CONTEXT = {"tools": None, "tool_choice": "none", "parallel_tool_calls": True, "include_reasoning": True,
+                       "chat_template_kwargs": {}, "history_tool_call_cnt": 0}
+
+
+def parse_context_of(rendered: Any) -> dict:
+    """The parse_context a derender-mode generate sends: render's own, else that of a plain one-turn chat, so an
+    engine behind an older renderer is judged too."""
+    context = rendered.get("parse_context") if isinstance(rendered, dict) else None
+    return context if isinstance(context, dict) else dict(PLAIN_PARSE_CONTEXT)
 
 
 def _choice(answer: Answer) -> dict:

@@ -23,6 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tokenspec.compare import assemble_chat_stream, compare_chat, compare_completions, compare_logprobs
+from tokenspec.specs.parser_families import keeps_special_tokens
 from tokenspec.suite import strategies
 from tokenspec.suite.builders import TOOL
 from tokenspec.suite.gating import not_tested
@@ -61,12 +62,15 @@ def _request(model: str, body: dict, capabilities, **fields) -> dict:
     return request
 
 
-def _specials(codec, request: dict) -> tuple[str, ...]:
-    """Special-token texts to leave out of content/reasoning before comparing: DERENDER-025 says they are not
-    text (unless skip_special_tokens is false), and the reference, not the target, is the one that leaks
-    them in some paths (vLLM 0.32's coupled reasoning, e.g. ' =<|im_start|>'); test_derender.py checks the
-    target on its own."""
-    return () if request.get("skip_special_tokens") is False else codec.special_texts
+def _specials(codec, capabilities, request: dict) -> tuple[str, ...]:
+    """Special-token texts to leave out of content/reasoning before comparing: where skip_special_tokens holds
+    for the request, DERENDER-025 judges them on the target alone (test_derender.py); where a configured parser
+    turns it off as the coupled server's does (specs/parsers.yaml), they are compared like any text."""
+    parsers = capabilities.parsers
+    if request.get("skip_special_tokens") is False or keeps_special_tokens(parsers.get("reasoning"),
+                                                                           parsers.get("tool"), request):
+        return ()
+    return codec.special_texts
 
 
 def _assert_no_diffs(diffs, what: str) -> None:
@@ -102,7 +106,7 @@ def test_same_token_parity(api, reference, target, capabilities, codec, body, ma
     rendered = api.post_ok(CHAT_RENDER, request)
     assert rendered["token_ids"] == coupled["prompt_token_ids"], "[PARITY-005] render and the reference prompt differ"
     ours = derender_coupled_ids(api, target.model, request, coupled)
-    _assert_no_diffs(compare_chat(coupled, ours, ignore_texts=_specials(codec, request)),
+    _assert_no_diffs(compare_chat(coupled, ours, ignore_texts=_specials(codec, capabilities, request)),
                      "derender of the reference's token IDs")
 
 
@@ -136,7 +140,7 @@ def test_forced_markup_parity(request, api, reference, target, capabilities, cod
         assert run.generated_ids.get(0) == coupled["choices"][0]["token_ids"], \
             "the pipeline generated other ids than the reference for the same forced request"
         ours = run.answer
-        _assert_no_diffs(compare_chat(coupled, ours, ignore_texts=_specials(codec, request_body)),
+        _assert_no_diffs(compare_chat(coupled, ours, ignore_texts=_specials(codec, capabilities, request_body)),
                          "the pipeline's answer to the forced request")
     elif mode == "stream":
         # The oracle is the reference's NON-streaming answer: a stream must concatenate to it (STREAM-008).
@@ -149,11 +153,11 @@ def test_forced_markup_parity(request, api, reference, target, capabilities, cod
         replay_request = {**request_body, "stream": True}
         ours = assemble_chat_stream(replay_chat_stream(api, target.model, replay_request, chunks, prompt_ids))
         _assert_no_diffs(compare_chat(coupled, ours, ("content", "reasoning", "tool_calls", "finish_reason"),
-                                      _specials(codec, request_body)),
+                                      _specials(codec, capabilities, request_body)),
                          "streaming derender replaying the reference's chunks")
     else:
         ours = derender_coupled_ids(api, target.model, request_body, coupled)
-        _assert_no_diffs(compare_chat(coupled, ours, ignore_texts=_specials(codec, request_body)),
+        _assert_no_diffs(compare_chat(coupled, ours, ignore_texts=_specials(codec, capabilities, request_body)),
                          "derender of the forced markup")
 
 
@@ -174,7 +178,7 @@ def test_same_token_stream_parity(api, reference, target, capabilities, codec, b
     whole = reference.post_ok(COUPLED_CHAT, {**request, "stream": False, "stream_options": None})
     assert coupled["choices"][0]["token_ids"] == whole["choices"][0]["token_ids"], "STREAM-017"
     ours = assemble_chat_stream(replay_chat_stream(api, target.model, request, chunks, prompt_ids))
-    _assert_no_diffs(compare_chat(whole, ours, ignore_texts=_specials(codec, request)),
+    _assert_no_diffs(compare_chat(whole, ours, ignore_texts=_specials(codec, capabilities, request)),
                      "streaming derender replaying the reference's chunks (against its non-streaming answer)")
 
 
@@ -203,7 +207,8 @@ def test_end_to_end_parity(api, engine, reference, target, capabilities, codec, 
     ours = run.answer
     theirs_ids = {c["index"]: c["token_ids"] for c in coupled["choices"]}
     assert run.generated_ids == theirs_ids, "the pipeline generated different token IDs than the reference"
-    _assert_no_diffs(compare_chat(coupled, ours, ignore_texts=_specials(codec, request)), "the pipeline's answer")
+    _assert_no_diffs(compare_chat(coupled, ours, ignore_texts=_specials(codec, capabilities, request)),
+                     "the pipeline's answer")
 
 
 @pytest.mark.req("PARITY-008")

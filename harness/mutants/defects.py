@@ -22,6 +22,7 @@ COMPLETIONS_RENDER = "/v1/completions/render"
 CHAT_DERENDER = "/v1/chat/completions/derender"
 COMPLETIONS_DERENDER = "/v1/completions/derender"
 GENERATE = "/inference/v1/generate"
+ABORT = "/inference/v1/abort_requests"
 RENDERS = (CHAT_RENDER, COMPLETIONS_RENDER)
 DERENDERS = (CHAT_DERENDER, COMPLETIONS_DERENDER)
 ONE_MIB = 1 << 20
@@ -477,6 +478,30 @@ def _clamp_negative_ids(request: dict[str, Any]) -> None:
         request["prompt_token_ids"] = _non_negative(request["prompt_token_ids"])
 
 
+# -- generate: derender mode, abort --------------------------------------------------------------------------
+
+
+def _parse_context_include_reasoning(request: dict[str, Any]) -> None:
+    context = request.get("parse_context")
+    if request.get("output_mode") == "derender" and isinstance(context, dict):
+        context["include_reasoning"] = True
+
+
+def _abort_not_forwarded(path: str, body: bytes) -> bytes | Reply:
+    if path != ABORT:
+        return body
+    return Reply(200, "application/json", b"")
+
+
+def _derender_mode_stream_no_role(path: str, request: Any, event: Any) -> list[Any]:
+    if path == GENERATE and isinstance(request, dict) and request.get("output_mode") == "derender" \
+            and isinstance(event, dict):
+        for choice in choices(event):
+            if isinstance(choice.get("delta"), dict):
+                choice["delta"].pop("role", None)
+    return [event]
+
+
 # -- streaming derender -----------------------------------------------------------------------------------
 
 
@@ -689,6 +714,15 @@ CATALOGUE: tuple[Defect, ...] = (
     Defect("generate-stream-no-finish-reason", "generate", ("STREAM-004",),
            "the last SSE chunk carries no finish_reason",
            on_event=each_event(_final_without_finish_reason), needs=("engine",)),
+    Defect("generate-derender-mode-ignores-include-reasoning", "generate", ("GENERATE-022",),
+           "a derender-mode engine that reads the parser flags from its own defaults, not the request's parse_context",
+           on_request=edit_request((GENERATE,), _parse_context_include_reasoning), needs=("engine",)),
+    Defect("generate-abort-not-forwarded", "generate", ("GENERATE-025",),
+           "a gateway that answers abort itself and never tells the engine, so the generation runs on",
+           on_request=_abort_not_forwarded, needs=("engine",)),
+    Defect("generate-derender-stream-no-role", "generate", ("GENERATE-023",),
+           "a streamed derender mode that never opens the message with role assistant",
+           on_event=_derender_mode_stream_no_role, needs=("engine",)),
     # derender
     Defect("derender-drops-usage", "derender", ("SCHEMA-006",),
            "chat derender answers without usage",

@@ -1,0 +1,239 @@
+"""Generate beyond token ids: the engine's own derender (output_mode derender, GENERATE-022..024), abort
+(GENERATE-025, 026) and weight versions (GENERATE-027, 028).
+
+The derender mode is judged against the target's own chat derender of the same ids with the chat request the
+parse_context came from: the requirement is that the two give one split, and chat derender itself is judged by
+DERENDER-001 against the parser table. The ids come from a tokens-mode generate with the same seed (GENERATE-015),
+so a mode that hides them (include_reasoning false) is still compared.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from tokenspec.suite.builders import TOOL, chat_request
+from tokenspec.suite.gating import not_tested
+from tokenspec.suite.pipeline import engine_finish_reason
+from tokenspec.suite.probe import parse_context_of
+
+GENERATE = "/inference/v1/generate"
+ABORT = "/inference/v1/abort_requests"
+CHAT_RENDER = "/v1/chat/completions/render"
+CHAT_DERENDER = "/v1/chat/completions/derender"
+SAMPLING = {"temperature": 1.0, "seed": 11, "max_tokens": 16, "detokenize": True}
+#: Chat requests whose parse_context a derender mode must follow: the template default, thinking off, reasoning
+#: hidden, and tools offered (a tool parser's path).
+VARIANTS = {
+    "default": {},
+    "thinking-off": {"chat_template_kwargs": {"enable_thinking": False}},
+    "no-reasoning": {"include_reasoning": False},
+    "tools": {"tools": [TOOL]},
+}
+
+
+def _rendered(api, target, capabilities, variant: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The chat request of ``variant`` and its render, with the derender-mode sampling parameters."""
+    fields = dict(VARIANTS[variant])
+    if "tools" in fields and not capabilities.has("tools"):
+        not_tested("the target's render takes no tools (no tool parser)")
+    request = {k: v for k, v in chat_request(target.model, **fields).items() if v is not None}
+    rendered = api.post_ok(CHAT_RENDER, request)
+    rendered["sampling_params"] = {**rendered["sampling_params"], **SAMPLING}
+    rendered["parse_context"] = parse_context_of(rendered)
+    rendered.pop("stream", None)
+    return request, rendered
+
+
+def _split(message: dict[str, Any]) -> tuple[Any, Any, list[tuple[str, Any]]]:
+    """Content, reasoning and tool calls (name, parsed arguments) of a message; empty text counts as none."""
+    calls = []
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        try:
+            arguments = json.loads(function.get("arguments") or "null")
+        except ValueError:
+            arguments = function.get("arguments")
+        calls.append((function.get("name"), arguments))
+    return message.get("content") or None, message.get("reasoning") or None, calls
+
+
+def _tokens_choice(engine, rendered: dict[str, Any]) -> dict[str, Any]:
+    body = {k: v for k, v in rendered.items() if k not in ("output_mode", "parse_context")}
+    return engine.post_ok(GENERATE, body)["choices"][0]
+
+
+@pytest.mark.req("GENERATE-022")
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_derender_mode_gives_chat_derenders_split(api, engine, target, capabilities, variant) -> None:
+    capabilities.require("derender-output-mode")
+    request, rendered = _rendered(api, target, capabilities, variant)
+    generated = _tokens_choice(engine, rendered)
+    out = engine.post_ok(GENERATE, {**rendered, "output_mode": "derender"})
+    assert out.get("output_mode") == "derender", f"output_mode {out.get('output_mode')!r} answered"
+    (choice,) = out["choices"]
+    hidden = request.get("include_reasoning") is False and bool(capabilities.parsers)
+    if not hidden:
+        assert choice.get("token_ids") == generated["token_ids"], \
+            "the derender mode's token_ids are not the ids the same seeded request generates"
+    derendered = api.post_ok(CHAT_DERENDER, {
+        "model": target.model, "chat_request": request, "prompt_token_ids": rendered["token_ids"],
+        "prompt_tokens": len(rendered["token_ids"]),
+        "generate_response": {"request_id": "tokenspec-req", "choices": [
+            {"index": 0, "token_ids": generated["token_ids"], "stop_reason": generated.get("stop_reason"),
+             "finish_reason": engine_finish_reason(generated.get("finish_reason"))}]}})["choices"][0]
+    assert _split(choice["message"]) == _split(derendered["message"]), \
+        f"derender mode {choice['message']} != chat derender {derendered['message']}"
+    assert choice.get("finish_reason") == derendered.get("finish_reason")
+
+
+def _joined(events: list[dict[str, Any]]) -> tuple[dict[str, Any], list[int], Any, list[dict[str, Any]]]:
+    """The deltas of a one-choice derender stream joined into a message, its ids, its finish_reason and its
+    events' choices."""
+    choices = [c for e in events for c in e.get("choices") or []]
+    content, reasoning, ids, calls = "", "", [], {}
+    for c in choices:
+        delta = c.get("delta") or {}
+        content += delta.get("content") or ""
+        reasoning += delta.get("reasoning") or ""
+        ids += c.get("token_ids") or []
+        for call in delta.get("tool_calls") or []:
+            slot = calls.setdefault(call.get("index", 0), {"function": {"name": None, "arguments": ""}})
+            function = call.get("function") or {}
+            slot["function"]["name"] = function.get("name") or slot["function"]["name"]
+            slot["function"]["arguments"] += function.get("arguments") or ""
+    message = {"content": content, "reasoning": reasoning, "tool_calls": [calls[k] for k in sorted(calls)]}
+    finish = next((c["finish_reason"] for c in reversed(choices) if c.get("finish_reason") is not None), None)
+    return message, ids, finish, choices
+
+
+@pytest.mark.req("GENERATE-023")
+@pytest.mark.parametrize("variant", ["default", "thinking-off", "tools"])
+def test_derender_mode_stream_joins_to_the_whole_answer(api, engine, target, capabilities, variant) -> None:
+    capabilities.require("derender-output-mode-stream")
+    _, rendered = _rendered(api, target, capabilities, variant)
+    whole = engine.post_ok(GENERATE, {**rendered, "output_mode": "derender"})["choices"][0]
+    events = list(engine.stream_events(GENERATE, {**rendered, "output_mode": "derender", "stream": True}))
+    assert all(e.get("output_mode") == "derender" for e in events), "an event of the stream is not derender mode"
+    message, ids, finish, choices = _joined(events)
+    assert choices, "the stream held no choice"
+    assert (choices[0].get("delta") or {}).get("role") == "assistant", "the first event does not open the message"
+    assert choices[-1].get("finish_reason") is not None, "the last event of the choice has no finish_reason"
+    assert _split(message) == _split(whole["message"]), f"streamed {message} != whole {whole['message']}"
+    assert ids == (whole.get("token_ids") or []), "the streamed token_ids do not join to the whole answer's"
+    assert finish == whole.get("finish_reason")
+
+
+@pytest.mark.req("GENERATE-024")
+@pytest.mark.parametrize("case", ["detokenize-false", "no-parse-context", "unknown-parse-context-key"])
+def test_derender_mode_refusals(api, engine, target, capabilities, case) -> None:
+    capabilities.require("derender-output-mode")
+    _, rendered = _rendered(api, target, capabilities, "default")
+    body = {**rendered, "output_mode": "derender"}
+    if case == "detokenize-false":
+        body["sampling_params"] = {**body["sampling_params"], "detokenize": False}
+    else:
+        if not capabilities.parsers:
+            not_tested("the target runs no tool or reasoning parser, so a derender needs no parse_context")
+        if case == "no-parse-context":
+            body.pop("parse_context")
+        else:
+            body["parse_context"] = {**body["parse_context"], "tokenspec_newer_field": True}
+    resp = engine.post(GENERATE, body)
+    assert resp.status_code == 400, f"{case}: answered {resp.status_code}: {resp.text[:300]}"
+
+
+def _abort(engine, ids: Any):
+    return engine.post(ABORT, {"request_ids": ids})
+
+
+@pytest.mark.req("GENERATE-025")
+@pytest.mark.parametrize("form", ["string", "list"])
+def test_abort_of_unknown_ids_is_accepted(engine, form) -> None:
+    ids = "tokenspec-never-sent" if form == "string" else ["tokenspec-never-sent", "tokenspec-nor-this"]
+    resp = _abort(engine, ids)
+    assert resp.status_code == 200, f"abort of unknown ids answered {resp.status_code}: {resp.text[:300]}"
+
+
+def _abort_later(engine, request_id: str, answers: list[Any]) -> None:
+    time.sleep(0.2)
+    answers.append(_abort(engine, [request_id]))
+
+
+@pytest.mark.req("GENERATE-025")
+def test_abort_ends_a_streamed_generation(engine, codec, max_model_len) -> None:
+    """A long greedy stream is aborted by the request_id its first event reports; it must end with abort well
+    before max_tokens. The abort is sent from another thread while this one keeps reading."""
+    prompt = codec.encode("Hello")
+    max_tokens = min(1500, max_model_len - len(prompt) - 1)
+    body = {"token_ids": prompt, "stream": True,
+            "sampling_params": {"max_tokens": max_tokens, "ignore_eos": True, "temperature": 0}}
+    answers: list[Any] = []
+    count, finish, request_id = 0, None, None
+    for event in engine.stream_events(GENERATE, body):
+        for choice in event.get("choices") or []:
+            count += len(choice.get("token_ids") or [])
+            finish = choice.get("finish_reason") or finish
+        if request_id is None and event.get("request_id"):
+            request_id = event["request_id"]
+            sender = threading.Thread(target=_abort_later, args=(engine, request_id, answers))
+            sender.start()
+    if request_id is None:
+        not_tested("the stream's events report no request_id to abort by")
+    sender.join(timeout=30)
+    assert answers and answers[0].status_code == 200, "the abort was not accepted"
+    assert finish == "abort", f"the aborted stream ended with {finish!r} after {count} ids"
+    assert count < max_tokens
+
+
+@pytest.mark.req("GENERATE-026")
+@pytest.mark.parametrize("body", [{}, "x", {"request_ids": 7}, [1]], ids=["no-ids", "string-body", "int-ids", "list"])
+def test_abort_of_a_malformed_body_is_refused(engine, body) -> None:
+    resp = engine.post(ABORT, body)
+    assert resp.status_code == 400, f"abort body {json.dumps(body)} answered {resp.status_code}: {resp.text[:300]}"
+
+
+def _assert_spans(spans: Any, n: int, what: str) -> None:
+    assert isinstance(spans, list) and spans, f"{what}: weight_versions {spans!r}"
+    assert spans[0]["start"] == 0 and spans[-1]["end"] == n, f"{what}: spans {spans} do not cover [0, {n})"
+    gaps = [(a, b) for a, b in zip(spans, spans[1:], strict=False) if a["end"] != b["start"]]
+    assert not gaps, f"{what}: spans {spans} leave a gap"
+
+
+@pytest.mark.req("GENERATE-027")
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_weight_versions_cover_the_output(engine, codec, stream) -> None:
+    body = {"token_ids": codec.encode("Hello"), "sampling_params": {"max_tokens": 6, "temperature": 0}}
+    if stream:
+        choices = [c for e in engine.stream_events(GENERATE, {**body, "stream": True}) for c in e.get("choices") or []]
+        final = choices[-1]
+        n = sum(len(c.get("token_ids") or []) for c in choices)
+    else:
+        final = engine.post_ok(GENERATE, body)["choices"][0]
+        n = len(final["token_ids"])
+    if final.get("weight_versions") is None:
+        not_tested("the engine reported no weight versions (null is allowed: no version was labelled)")
+    _assert_spans(final["weight_versions"], n, "generate")
+
+
+@pytest.mark.req("GENERATE-028")
+@pytest.mark.parametrize("route", ["/v1/chat/completions", "/v1/completions"])
+def test_coupled_answer_carries_the_engines_weight_versions(api, engine, target, capabilities, codec, route) -> None:
+    capabilities.require("chat-completions")
+    labels = engine.post_ok(GENERATE, {"token_ids": codec.encode("Hello"),
+                                       "sampling_params": {"max_tokens": 2}})["choices"][0].get("weight_versions")
+    if labels is None:
+        not_tested("the engine reports no weight versions to carry")
+    base = {"model": target.model, "max_tokens": 5, "temperature": 0}
+    base.update({"messages": [{"role": "user", "content": "Hello"}]} if "chat" in route else {"prompt": "Hello"})
+    asked = api.post_ok(route, {**base, "return_weight_versions": True})
+    choice = asked["choices"][0]
+    _assert_spans(choice.get("weight_versions"), asked["usage"]["completion_tokens"], route)
+    versions = {s["version"] for s in choice["weight_versions"]}
+    assert versions <= {s["version"] for s in labels}, f"{route}: versions {versions} the engine never reported"
+    plain = api.post_ok(route, base)["choices"][0]
+    assert plain.get("weight_versions") is None, f"weight_versions sent without return_weight_versions: {plain}"
