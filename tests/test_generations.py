@@ -1,9 +1,9 @@
 """API generations: requirements say where they apply (since/until), the probe decides what a target speaks from its
 own answers, and a claimed generation is held to its requirements.
 
-The bundled frontend speaks the 0.33 wire (parse_context, the prev_tokens window). The other generations are labelled
-test doubles: the frontend behind the mutant proxy, with render answers stripped of parse_context (0.32) or stream
-states carrying their window under vLLM 0.34's name, read back under the old one (0.34).
+The bundled frontend speaks the 0.34 wire by default (parse_context, the prev_token_ids window) and the 0.33 one with
+``api_generation="0.33"`` (the prev_tokens window). 0.32 is a labelled test double: the 0.33 frontend behind the
+mutant proxy, with render answers stripped of parse_context.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from frontend_server import running_frontend
 
 from tokenspec.harness.loopback import running_app
 from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
-from tokenspec.harness.mutants.defects import DERENDERS, RENDERS, Defect, edit_answer, edit_request
+from tokenspec.harness.mutants.defects import RENDERS, Defect, edit_answer
 from tokenspec.harness.mutants.proxy import MutantProxy
 from tokenspec.specs.catalogue import Requirement
 from tokenspec.suite.gating import Capabilities
@@ -58,23 +58,8 @@ def _without_parse_context(answer: Any, request: Any) -> None:
         answer.pop("parse_context", None)
 
 
-def _id_window(answer: Any, request: Any) -> None:
-    state = answer.get("stream_state") if isinstance(answer, dict) else None
-    if isinstance(state, dict) and "prev_tokens" in state:
-        state["prev_token_ids"] = state.pop("prev_tokens")
-
-
-def _pieces_window(request: dict[str, Any]) -> None:
-    state = request.get("stream_state")
-    if isinstance(state, dict) and "prev_token_ids" in state:
-        state["prev_tokens"] = state.pop("prev_token_ids")
-
-
 SPEAKS_032 = Defect("speaks-0.32", "test double", ("RENDER-025",), "a render without parse_context",
                     on_response=edit_answer(RENDERS, _without_parse_context))
-SPEAKS_034 = Defect("speaks-0.34", "test double", ("STREAM-015",), "the state's window under 0.34's name",
-                    on_request=edit_request(DERENDERS, _pieces_window),
-                    on_response=edit_answer(DERENDERS, _id_window))
 
 
 def _run(url: str, model_dir: Path, report: Path, *extra: str) -> dict[str, Any]:
@@ -95,12 +80,13 @@ def _generation(report: dict[str, Any]) -> list[str]:
 def test_the_probe_reads_the_generation_off_the_wire(tiny_model, tmp_path) -> None:
     runs = {}
     with running_frontend(frontend_config(tiny_model.model_dir, DEFAULT_MODEL_NAME)) as url:
-        runs["0.33"] = _run(url, tiny_model.model_dir, tmp_path / "frontend")
-        for name, double in (("0.32", SPEAKS_032), ("0.34", SPEAKS_034)):
-            with running_app(MutantProxy(url, double)) as proxied:
-                runs[name] = _run(proxied, tiny_model.model_dir, tmp_path / name)
+        runs["0.34"] = _run(url, tiny_model.model_dir, tmp_path / "frontend")
+    with running_frontend(frontend_config(tiny_model.model_dir, DEFAULT_MODEL_NAME, api_generation="0.33")) as url:
+        runs["0.33"] = _run(url, tiny_model.model_dir, tmp_path / "frontend-0.33")
+        with running_app(MutantProxy(url, SPEAKS_032)) as proxied:
+            runs["0.32"] = _run(proxied, tiny_model.model_dir, tmp_path / "0.32")
     seen = {name: _generation(report) for name, report in runs.items()}
-    assert seen == {"0.33": ["0.33"], "0.32": ["0.32"], "0.34": ["0.34"]}, seen
+    assert seen == {"0.34": ["0.34"], "0.33": ["0.33"], "0.32": ["0.32"]}, seen
     assert set(_outcomes(runs["0.32"]).values()) == {"unsupported"}, _outcomes(runs["0.32"])
     for name in ("0.33", "0.34"):  # RENDER-025 holds since 0.33: judged, and the frontend keeps it
         assert set(_outcomes(runs[name]).values()) == {"passed"}, (name, _outcomes(runs[name]))
@@ -110,7 +96,7 @@ def test_a_declared_generation_is_held_to_its_requirements(tiny_model, tmp_path)
     """A profile that claims 0.33 for a target whose wire is 0.32 gets failures, never "unsupported"."""
     profile = tmp_path / "claims-0.33.yaml"
     profile.write_text("implementation: {name: claims}\ngeneration: '0.33'\n")
-    with running_frontend(frontend_config(tiny_model.model_dir, DEFAULT_MODEL_NAME)) as url:
+    with running_frontend(frontend_config(tiny_model.model_dir, DEFAULT_MODEL_NAME, api_generation="0.33")) as url:
         with running_app(MutantProxy(url, SPEAKS_032)) as proxied:
             report = _run(proxied, tiny_model.model_dir, tmp_path / "claimed", "--profile", str(profile))
     generation = report["capabilities"]["generation"]
