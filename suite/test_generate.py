@@ -152,7 +152,7 @@ def test_logprobs_shape(engine, prompt, k) -> None:
     assert [e["token_id"] for e in content] == ch["token_ids"], "one logprobs entry per generated id, in order"
     for i, entry in enumerate(content):
         top = entry["top_logprobs"]
-        assert 1 <= len(top) <= max(k, 1), f"entry {i}: {len(top)} top_logprobs for logprobs={k}"
+        assert 1 <= len(top) <= k + 1, f"entry {i}: {len(top)} top_logprobs for logprobs={k}"
         assert top[0]["token_id"] == entry["token_id"], f"entry {i}: the sampled token must come first"
         values = [entry["logprob"], *(t["logprob"] for t in top)]
         assert all(isinstance(v, (int, float)) and math.isfinite(v) for v in values), f"entry {i}: {values}"
