@@ -61,6 +61,9 @@ ANY_OF: dict[str, tuple[str, ...]] = {
     "streaming-derender": ("chat-stream-derender", "completions-stream-derender"),
 }
 _COUPLED_PATHS = ("/v1/chat/completions", "/v1/completions")
+#: Engine routes that live beside generate: a server that hosts generate hosts them (GENERATE-025), one that does
+#: not host generate is not asked for them.
+_GENERATE_SIBLINGS = ("/inference/v1/abort_requests",)
 #: Requirement areas that each describe one endpoint's own behaviour (their anchor names the route).
 _ENDPOINT_AREAS = frozenset({"RENDER", "DERENDER", "GENERATE", "UTIL"})
 _STEP_SIBLINGS = {
@@ -220,6 +223,8 @@ def role_of(base: str, method: str, path: str, body: Any) -> str | None:
         return "coupled"
     if base == "target" and path in _COUPLED_PATHS:
         return "chat-completions"
+    if base == "engine" and path in _GENERATE_SIBLINGS:
+        return "generate"
     streaming = _is_stream(body)
     for role, (where, route) in ROLE_ROUTES.items():
         if route == path and where == base:
