@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -159,9 +158,11 @@ def test_abort_of_unknown_ids_is_accepted(engine, form) -> None:
     assert resp.status_code == 200, f"abort of unknown ids answered {resp.status_code}: {resp.text[:300]}"
 
 
-def _abort_later(engine, request_id: str, answers: list[Any]) -> None:
-    time.sleep(0.2)
-    answers.append(_abort(engine, [request_id]))
+def _abort_until(engine, request_id: str, done: threading.Event, answers: list[Any]) -> None:
+    """Abort ``request_id`` until its stream ends: vLLM aborts in the background, and on a loaded machine one
+    abort can land seconds late, so repeating it (aborting is idempotent) keeps the test about the abort."""
+    while not done.wait(0.3):
+        answers.append(_abort(engine, [request_id]))
 
 
 @pytest.mark.req("GENERATE-025")
@@ -173,19 +174,24 @@ def test_abort_ends_a_streamed_generation(engine, codec, max_model_len) -> None:
     body = {"token_ids": prompt, "stream": True,
             "sampling_params": {"max_tokens": max_tokens, "ignore_eos": True, "temperature": 0}}
     answers: list[Any] = []
-    count, finish, request_id = 0, None, None
-    for event in engine.stream_events(GENERATE, body):
-        for choice in event.get("choices") or []:
-            count += len(choice.get("token_ids") or [])
-            finish = choice.get("finish_reason") or finish
-        if request_id is None and event.get("request_id"):
-            request_id = event["request_id"]
-            sender = threading.Thread(target=_abort_later, args=(engine, request_id, answers))
-            sender.start()
-    if request_id is None:
+    done = threading.Event()
+    count, finish, sender = 0, None, None
+    try:
+        for event in engine.stream_events(GENERATE, body):
+            for choice in event.get("choices") or []:
+                count += len(choice.get("token_ids") or [])
+                finish = choice.get("finish_reason") or finish
+            if sender is None and event.get("request_id"):
+                sender = threading.Thread(target=_abort_until, args=(engine, event["request_id"], done, answers))
+                sender.start()
+    finally:
+        done.set()
+        if sender is not None:
+            sender.join(timeout=30)
+    if sender is None:
         not_tested("the stream's events report no request_id to abort by")
-    sender.join(timeout=30)
-    assert answers and answers[0].status_code == 200, "the abort was not accepted"
+    assert answers and all(a.status_code == 200 for a in answers), \
+        f"abort answered {sorted({a.status_code for a in answers})}"
     assert finish == "abort", f"the aborted stream ended with {finish!r} after {count} ids"
     assert count < max_tokens
 
