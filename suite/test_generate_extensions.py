@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import secrets
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -159,49 +160,72 @@ def test_abort_of_unknown_ids_is_accepted(engine, form) -> None:
     assert resp.status_code == 200, f"abort of unknown ids answered {resp.status_code}: {resp.text[:300]}"
 
 
-def _abort_until(engine, request_id: str, done: threading.Event, answers: list[Any]) -> None:
-    """Abort ``request_id`` until its stream ends: vLLM aborts in the background, and on a loaded machine one
-    abort can land seconds late, so repeating it (aborting is idempotent) keeps the test about the abort."""
-    while not done.wait(0.3):
-        answers.append(_abort(engine, [request_id]))
+def _abort_until(engine, request_id: str, done: threading.Event, answered: list[Any]) -> None:
+    """Abort ``request_id`` from before its stream starts until it ends, noting when each abort was answered: an
+    abort of an id not yet running is a no-op and aborting is idempotent, so no well-timed single abort is needed."""
+    try:
+        while True:
+            sent = time.monotonic()
+            answered.append((sent, time.monotonic(), _abort(engine, [request_id])))
+            if done.wait(0.02):
+                return
+    except Exception as exc:  # noqa: BLE001 - raised again in the test's own thread
+        answered.append((sent, time.monotonic(), exc))
 
 
-@pytest.mark.req("GENERATE-025")
-def test_abort_ends_a_streamed_generation(engine, codec, max_model_len) -> None:
-    """A long greedy stream is aborted by the id its events report. That id is known before the stream starts, from
-    how a one-token answer reports the request_id it was sent, so the abort does not wait on the stream's first
-    event (a busy server may deliver a stream's events in one burst at its end); aborts go from another thread
-    while this one reads, and the stream must end with abort well before max_tokens."""
-    prompt = codec.encode("Hello")
-    probe_id, request_id = "tokenspec-abort-probe", f"tokenspec-abort-{secrets.token_hex(4)}"
-    reported = engine.post_ok(GENERATE, {"token_ids": prompt, "request_id": probe_id,
-                                         "sampling_params": {"max_tokens": 1}}).get("request_id") or ""
-    if probe_id not in reported:
-        not_tested(f"the engine reports request_id {reported!r} for {probe_id!r}, so the id to abort by is unknown")
-    abort_id = reported.replace(probe_id, request_id)
-    max_tokens = min(1500, max_model_len - len(prompt) - 1)
+def _aborted_stream(engine, prompt: list[int], abort_id: str, request_id: str, max_tokens: int
+                    ) -> tuple[int, Any, float | None, list[Any]]:
+    """One aborted stream: its id count, finish_reason, how long it ran on after the first abort sent once it was
+    running (its first event) was answered (None when none was answered before it ended), and the abort answers."""
     body = {"token_ids": prompt, "stream": True, "request_id": request_id,
             "sampling_params": {"max_tokens": max_tokens, "ignore_eos": True, "temperature": 0}}
-    answers: list[Any] = []
+    answered: list[Any] = []
     done = threading.Event()
-    count, finish, seen = 0, None, set()
-    sender = threading.Thread(target=_abort_until, args=(engine, abort_id, done, answers))
+    count, finish, running = 0, None, None
+    sender = threading.Thread(target=_abort_until, args=(engine, abort_id, done, answered))
     sender.start()
     try:
         for event in engine.stream_events(GENERATE, body):
-            seen.add(event.get("request_id"))
+            running = running or time.monotonic()
             for choice in event.get("choices") or []:
                 count += len(choice.get("token_ids") or [])
                 finish = choice.get("finish_reason") or finish
     finally:
+        ended = time.monotonic()
         done.set()
         sender.join(timeout=30)
-    if seen - {abort_id, None}:
-        not_tested(f"the stream reports request_id {sorted(map(str, seen))}, not {abort_id!r} as a one-token answer "
-                   "implied")
-    assert all(a.status_code == 200 for a in answers), f"abort answered {sorted({a.status_code for a in answers})}"
-    assert finish == "abort", f"the aborted stream ended with {finish!r} after {count} ids ({len(answers)} aborts)"
-    assert count < max_tokens
+    answers = [a for _, _, a in answered]
+    if errors := [a for a in answers if isinstance(a, Exception)]:
+        raise errors[0]
+    first = next((t for sent, t, a in answered if running and sent >= running and a.status_code == 200), None)
+    return count, finish, None if first is None or first > ended else ended - first, answers
+
+
+@pytest.mark.req("GENERATE-025")
+def test_abort_ends_a_streamed_generation(engine, codec, max_model_len) -> None:
+    """A long greedy stream is aborted by the id its events report, known before it starts from how a one-token
+    answer reports the request_id it was sent. Aborts go from another thread from the start. A busy engine may answer
+    an abort only once the generation is over (vLLM's API server on 2 CPUs can take seconds): that try proves
+    nothing and is made again; the stream is judged once it ran on a second after an abort was answered."""
+    prompt = codec.encode("Hello")
+    probe_id = "tokenspec-abort-probe"
+    reported = engine.post_ok(GENERATE, {"token_ids": prompt, "request_id": probe_id,
+                                         "sampling_params": {"max_tokens": 1}}).get("request_id") or ""
+    if probe_id not in reported:
+        not_tested(f"the engine reports request_id {reported!r} for {probe_id!r}, so the id to abort by is unknown")
+    max_tokens = min(1500, max_model_len - len(prompt) - 1)
+    for _ in range(3):
+        request_id = f"tokenspec-abort-{secrets.token_hex(4)}"
+        count, finish, ran_on, answers = _aborted_stream(engine, prompt, reported.replace(probe_id, request_id),
+                                                         request_id, max_tokens)
+        assert all(a.status_code == 200 for a in answers), \
+            f"abort answered {sorted({a.status_code for a in answers})}"
+        if finish == "abort" or (ran_on is not None and ran_on > 1.0):
+            assert finish == "abort", \
+                f"the stream ran on {ran_on:.1f} s after an abort was answered and ended with {finish!r} ({count} ids)"
+            assert count < max_tokens
+            return
+    not_tested("in 3 tries the engine answered no abort until the generation was over")
 
 
 @pytest.mark.req("GENERATE-026")
