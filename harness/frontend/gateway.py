@@ -68,26 +68,24 @@ class Gateway:
 
     # -- the engine hop ---------------------------------------------------------------------------------
 
-    async def _generate(self, request: dict[str, Any]) -> dict[str, Any]:
+    async def _post(self, path: str, request: dict[str, Any], *, stream: bool = False) -> httpx.Response:
+        """One call to the engine; an engine that is slow or unreachable becomes a 504 or 502 for the client."""
         try:
-            resp = await self.client.post(GENERATE, json=request)
+            return await self.client.send(self.client.build_request("POST", path, json=request), stream=stream)
         except httpx.TimeoutException:
             raise ApiError("the engine did not answer in time", status=504, err_type="GatewayTimeoutError") from None
         except httpx.HTTPError as exc:
             raise ApiError(f"the engine is unreachable: {type(exc).__name__}", status=502,
                            err_type="BadGatewayError") from None
+
+    async def _generate(self, request: dict[str, Any]) -> dict[str, Any]:
+        resp = await self._post(GENERATE, request)
         if resp.status_code != 200:
             raise _engine_error(resp.status_code, resp.content)
         return resp.json()
 
     async def _open_stream(self, request: dict[str, Any]) -> httpx.Response:
-        try:
-            resp = await self.client.send(self.client.build_request("POST", GENERATE, json=request), stream=True)
-        except httpx.TimeoutException:
-            raise ApiError("the engine did not answer in time", status=504, err_type="GatewayTimeoutError") from None
-        except httpx.HTTPError as exc:
-            raise ApiError(f"the engine is unreachable: {type(exc).__name__}", status=502,
-                           err_type="BadGatewayError") from None
+        resp = await self._post(GENERATE, request, stream=True)
         if resp.status_code != 200:
             body = await resp.aread()
             await resp.aclose()
@@ -149,14 +147,7 @@ class Gateway:
             ids = body.get("request_ids") if isinstance(body, dict) else None
             if not (isinstance(ids, str) or (isinstance(ids, list) and all(isinstance(i, str) for i in ids))):
                 raise ApiError("request_ids is required: one request id or a list of them", param="request_ids")
-            try:
-                resp = await self.client.post(ABORT, json={"request_ids": [ids] if isinstance(ids, str) else ids})
-            except httpx.TimeoutException:
-                raise ApiError("the engine did not answer in time", status=504,
-                               err_type="GatewayTimeoutError") from None
-            except httpx.HTTPError as exc:
-                raise ApiError(f"the engine is unreachable: {type(exc).__name__}", status=502,
-                               err_type="BadGatewayError") from None
+            resp = await self._post(ABORT, {"request_ids": [ids] if isinstance(ids, str) else ids})
             if resp.status_code != 200:
                 raise _engine_error(resp.status_code, resp.content)
             return Response(status_code=200)
