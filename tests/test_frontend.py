@@ -19,11 +19,13 @@ import pytest
 import uvicorn
 from hypothesis import given
 from hypothesis import strategies as st
+from starlette.responses import JSONResponse as StarletteJSONResponse
 from starlette.testclient import TestClient
 from tokenizers import Tokenizer
 
 from tokenspec.harness.frontend import FrontendConfig, create_app
 from tokenspec.harness.frontend.model_files import ModelFiles
+from tokenspec.harness.frontend.responses import JSONResponse
 from tokenspec.harness.models.tiny import build
 
 MODEL = "tokenspec-tiny"
@@ -343,6 +345,28 @@ def test_malformed_json_and_content_type(client):
     error = assert_error(client.post("/v1/chat/completions/render", content=b"{}",
                                      headers={"content-type": "text/plain"}), 400)
     assert "Unsupported Media Type" in error["message"]
+
+
+@pytest.mark.parametrize("word", ["NaN", "Infinity", "-Infinity"])
+def test_python_json_extensions_are_not_json(client, word):
+    """NaN and Infinity parse in Python's json but are not JSON: refused on input, so no answer can hold one."""
+    raw = json.dumps(CHAT)[:-1] + f', "temperature": {word}}}'
+    error = assert_error(client.post("/v1/chat/completions/render", content=raw.encode(),
+                                     headers={"content-type": "application/json"}), 400)
+    assert word.lstrip("-") in error["message"]
+
+
+def test_answers_are_the_json_python_would_write(client):
+    """orjson writes the answers (harness/frontend/responses.py): the same JSON values as Python's encoder; what
+    orjson refuses goes through Python's."""
+    answer = client.post("/v1/chat/completions/render", json=CHAT)
+    assert answer.status_code == 200
+    assert json.loads(answer.content) == json.loads(json.dumps(answer.json(), ensure_ascii=False))
+    assert b", " not in answer.content[:200], "compact separators, as Starlette writes them"
+    odd = {7: [2 ** 70], "x": 1e-05}  # orjson refuses a non-string key and an int past 64 bits
+    assert JSONResponse(odd).body == StarletteJSONResponse(odd).body
+    with pytest.raises(UnicodeEncodeError):  # a lone surrogate fails as it does in Starlette's (a 400 upstream)
+        JSONResponse({"text": "a\ud800"})
 
 
 def test_garbage_stream_state_is_a_400_not_a_500(client, tok):

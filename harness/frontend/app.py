@@ -17,7 +17,7 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from tokenspec.harness.frontend import validation as schemas
@@ -29,6 +29,7 @@ from tokenspec.harness.frontend.limits import check_chat_stream, check_generate_
 from tokenspec.harness.frontend.model_files import ModelFiles
 from tokenspec.harness.frontend.render import Renderer, request_id_suffix
 from tokenspec.harness.frontend.request_body import read_json
+from tokenspec.harness.frontend.responses import JSONResponse
 from tokenspec.harness.frontend.token_native import server_tokenizer_version
 
 VERSION = "0.32.0"  # the vLLM version whose behaviour this frontend reproduces

@@ -10,7 +10,9 @@ import logging
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
+
+from tokenspec.harness.frontend.responses import JSONResponse
 
 log = logging.getLogger("tokenspec.frontend")
 

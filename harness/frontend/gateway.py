@@ -26,13 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 
 from tokenspec.harness.frontend import token_native
 from tokenspec.harness.frontend import validation as schemas
 from tokenspec.harness.frontend.errors import ApiError, refused, unexpected
 from tokenspec.harness.frontend.render import request_id_suffix
 from tokenspec.harness.frontend.request_body import read_json
+from tokenspec.harness.frontend.responses import JSONResponse
 from tokenspec.specs.openapi import load_document
 
 if TYPE_CHECKING:

@@ -2,7 +2,8 @@
 
 413 past the limit (the declared Content-Length is checked first, then bytes are counted while reading, so
 an oversized body is refused before any parsing), 400 "Unsupported Media Type" for a non-JSON content type
-(as vLLM answers), 400 for bytes that are not JSON or not UTF-8.
+(as vLLM answers), 400 for bytes that are not JSON or not UTF-8. JSON is read strictly: ``NaN`` and ``Infinity``
+are Python's extensions, not JSON (RFC 8259), and are refused like any other bad token.
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ async def read_json(request: Request, limit: int) -> Any:
             raise payload_too_large(limit)
         chunks.append(chunk)
     try:
-        return json.loads(b"".join(chunks))
+        return json.loads(b"".join(chunks), parse_constant=_not_json)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(f"JSON decode error: {exc}", status=400, err_type="Bad Request") from exc
+
+
+def _not_json(word: str) -> Any:
+    raise ValueError(f"{word} is not a JSON number")
