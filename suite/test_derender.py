@@ -381,7 +381,8 @@ def test_final_eos_is_not_text(api, target, codec, capabilities, parsed) -> None
 def test_special_tokens_are_not_text_unless_asked(api, target, codec, capabilities, thinking, skip) -> None:
     """The special id comes from the tokenizer's own special flags (the folder's, or those the golden file of the
     target's tokenizer_version recorded), not from a token name; parser markers are left out because a parser
-    must see them."""
+    must see them. Where a configured parser turns skip_special_tokens off (specs/parsers.yaml, read from vLLM's
+    source), the coupled server shows the token whatever the request asked, and so must derender."""
     if not codec.special_ids:
         not_tested(NO_TOKEN_FACTS.format(what="special-token flags"))
     markers = {"<think>", "</think>", "<tool_call>", "</tool_call>"}
@@ -399,17 +400,19 @@ def test_special_tokens_are_not_text_unless_asked(api, target, codec, capabiliti
     if "unknown" in (reasoning, tool):
         not_tested("the target's parser is no family specs/parsers.yaml describes, so whether it keeps special "
                    "tokens is unknown (declare the family with --profile)")
-    if keeps_special_tokens(reasoning, tool, fields):
-        not_tested(f"the {reasoning or tool} parser turns skip_special_tokens off, as the coupled server's does "
-                   "(specs/parsers.yaml keeps_special_tokens): DERENDER-001's parity decides what shows")
-    if skip is False and (reasoning or tool):
+    kept_by = (reasoning or tool) if keeps_special_tokens(reasoning, tool, fields) else None
+    if skip is False and (reasoning or tool) and not kept_by:
         not_tested("with a parser configured, which special tokens stay is its markup's business: DERENDER-001's "
                    "parity decides")
     out = api.post_ok(CHAT, chat_derender(target.model, generate_response(choice(ids)),
                                           chat_request=chat_request(target.model, **fields)))
     text = visible_text(out["choices"][0]["message"])
     special_text = codec.decode([special])
-    if skip is False:
+    if kept_by:
+        assert special_text in text, (
+            f"the {kept_by} parser turns skip_special_tokens off, so the coupled server shows {special_text!r} "
+            f"(specs/parsers.yaml keeps_special_tokens), and derender must too: {text!r}")
+    elif skip is False:
         assert special_text in text, f"skip_special_tokens=false must keep {special_text!r}: {text!r}"
     else:
         assert special_text not in text, f"{special_text!r} leaked into the text: {text!r}"

@@ -160,6 +160,9 @@ def test_abort_of_unknown_ids_is_accepted(engine, form) -> None:
     assert resp.status_code == 200, f"abort of unknown ids answered {resp.status_code}: {resp.text[:300]}"
 
 
+TRIES = 5  # an engine on shared CPUs may answer every abort of a try late; each try is one long generation
+
+
 def _abort_until(engine, request_id: str, done: threading.Event, answered: list[Any]) -> None:
     """Abort ``request_id`` from before its stream starts until it ends, noting when each abort was answered: an
     abort of an id not yet running is a no-op and aborting is idempotent, so no well-timed single abort is needed."""
@@ -214,8 +217,8 @@ def test_abort_ends_a_streamed_generation(engine, codec, max_model_len) -> None:
                                          "sampling_params": {"max_tokens": 1}}).get("request_id") or ""
     if probe_id not in reported:
         not_tested(f"the engine reports request_id {reported!r} for {probe_id!r}, so the id to abort by is unknown")
-    max_tokens = min(1500, max_model_len - len(prompt) - 1)
-    for _ in range(3):
+    max_tokens = min(4000, max_model_len - len(prompt) - 1)
+    for _ in range(TRIES):
         request_id = f"tokenspec-abort-{secrets.token_hex(4)}"
         count, finish, ran_on, answers = _aborted_stream(engine, prompt, reported.replace(probe_id, request_id),
                                                          request_id, max_tokens)
@@ -226,7 +229,7 @@ def test_abort_ends_a_streamed_generation(engine, codec, max_model_len) -> None:
                 f"the stream ran on {ran_on:.1f} s after an abort was answered and ended with {finish!r} ({count} ids)"
             assert count < max_tokens
             return
-    not_tested("in 3 tries the engine answered no abort until the generation was over")
+    not_tested(f"in {TRIES} tries the engine answered no abort until the generation was over")
 
 
 @pytest.mark.req("GENERATE-026")
