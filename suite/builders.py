@@ -70,6 +70,8 @@ def generate_request(token_ids: list[int], *, top: dict[str, Any] | None = None,
 ENDPOINT_ROUTES: dict[str, tuple[str, str]] = {
     "chat-render": ("api", "/v1/chat/completions/render"),
     "completions-render": ("api", "/v1/completions/render"),
+    "messages-render": ("api", "/v1/messages/render"),
+    "responses-render": ("api", "/v1/responses/render"),
     "chat-derender": ("api", "/v1/chat/completions/derender"),
     "completions-derender": ("api", "/v1/completions/derender"),
     "generate": ("engine", "/inference/v1/generate"),
@@ -85,6 +87,8 @@ def valid_body(name: str, model: str | None, codec) -> dict[str, Any]:
     body: dict[str, Any] = {
         "chat-render": lambda: {"messages": USER_HELLO, "max_tokens": 2},
         "completions-render": lambda: {"prompt": "Hello", "max_tokens": 2},
+        "messages-render": lambda: {"model": served, "messages": USER_HELLO, "max_tokens": 2},
+        "responses-render": lambda: {"input": "Hello", "max_output_tokens": 2},
         "chat-derender": lambda: chat_derender(served, generate_response(choice(hello))),
         "completions-derender": lambda: completions_derender(served, [generate_response(choice(hello))]),
         "generate": lambda: generate_request(hello, temperature=0, max_tokens=2),

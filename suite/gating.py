@@ -37,6 +37,8 @@ Source = Literal["probe", "profile", "options"]
 ROLE_ROUTES: dict[str, tuple[str, str]] = {
     "chat-render": ("target", "/v1/chat/completions/render"),
     "completions-render": ("target", "/v1/completions/render"),
+    "messages-render": ("target", "/v1/messages/render"),
+    "responses-render": ("target", "/v1/responses/render"),
     "chat-derender": ("target", "/v1/chat/completions/derender"),
     "completions-derender": ("target", "/v1/completions/derender"),
     "chat-stream-derender": ("target", "/v1/chat/completions/derender"),

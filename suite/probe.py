@@ -42,6 +42,8 @@ PROBE_TIMEOUT = 15.0
 PROBE_RETRY_TIMEOUT = 60.0
 CHAT_RENDER = "/v1/chat/completions/render"
 COMPLETIONS_RENDER = "/v1/completions/render"
+MESSAGES_RENDER = "/v1/messages/render"
+RESPONSES_RENDER = "/v1/responses/render"
 CHAT_DERENDER = "/v1/chat/completions/derender"
 COMPLETIONS_DERENDER = "/v1/completions/derender"
 GENERATE = "/inference/v1/generate"
@@ -196,6 +198,9 @@ def _probe_roles(c: RoleClients, caps: Capabilities, target: Target, codec: Code
     rendered = _post(c, url, CHAT_RENDER, {"model": model, "messages": user})
     _role(caps, "chat-render", rendered)
     _role(caps, "completions-render", _post(c, url, COMPLETIONS_RENDER, {"model": model, "prompt": "Hello"}))
+    _role(caps, "messages-render", _post(c, url, MESSAGES_RENDER, {"model": model, "max_tokens": 8,
+                                                                   "messages": [{"role": "user", "content": "Hello"}]}))
+    _role(caps, "responses-render", _post(c, url, RESPONSES_RENDER, {"model": model, "input": "Hello"}))
     _role(caps, "tokenize", _post(c, url, "/tokenize", {"model": model, "prompt": "Hello"}))
     _role(caps, "detokenize", _post(c, url, "/detokenize", {"model": model, "tokens": _plain_ids(codec)}))
     if caps.has("tokenize") or caps.has("tokenizer-folder"):

@@ -12,6 +12,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from tokenspec.samples import WEATHER_TOOL
 from tokenspec.suite.builders import TOOL
 
 PIECES = st.one_of(
@@ -124,3 +125,93 @@ def rich_conversations(draw: st.DrawFn) -> dict[str, Any]:
 def token_ids(pool: tuple[int, ...], min_size: int = 1, max_size: int = 24) -> st.SearchStrategy[list[int]]:
     """Lists of ids drawn from ``pool``: ids surely inside the real vocabulary (``Codec.known_ids``)."""
     return st.lists(st.sampled_from(pool), min_size=min_size, max_size=max_size)
+
+
+_WEATHER = WEATHER_TOOL["function"]
+#: Anthropic's and Responses' spellings of the suite's weather tool.
+ANTHROPIC_TOOL = {"name": _WEATHER["name"], "description": _WEATHER["description"],
+                  "input_schema": _WEATHER["parameters"]}
+RESPONSES_TOOL = {"type": "function", "name": _WEATHER["name"], "description": _WEATHER["description"],
+                  "parameters": _WEATHER["parameters"]}
+_CITY = st.fixed_dictionaries({"city": text})
+_blocks = st.lists(text.map(lambda t: {"type": "text", "text": t}), min_size=1, max_size=3)
+
+
+@st.composite
+def anthropic_requests(draw: st.DrawFn) -> dict[str, Any]:
+    """Anthropic Messages bodies that reach every rule of RENDER-026 and RENDER-027: system as a string or text
+    blocks, content as a string or blocks, assistant thinking and tool_use, user tool_result (text or blocks, before
+    or after the user's own text), tools and tool_choice, thinking switched by the template's kwargs."""
+    body: dict[str, Any] = {"max_tokens": draw(st.integers(1, 64)), "messages": []}
+    system = draw(st.sampled_from(["none", "string", "blocks"]))
+    if system != "none":
+        body["system"] = draw(text) if system == "string" else draw(_blocks)
+    calls = 0
+    for turn in range(draw(st.integers(1, 3))):
+        if turn:
+            blocks: list[dict[str, Any]] = []
+            if draw(st.booleans()):
+                blocks.append({"type": "thinking", "thinking": draw(text), "signature": "sig"})
+            if draw(st.booleans()):
+                blocks.append({"type": "text", "text": draw(text)})
+            n_calls = draw(st.integers(0 if blocks else 1, 2))
+            ids = [f"toolu_{calls + i}" for i in range(n_calls)]
+            blocks += [{"type": "tool_use", "id": i, "name": _WEATHER["name"], "input": draw(_CITY)} for i in ids]
+            calls += n_calls
+            body["messages"].append({"role": "assistant", "content": blocks})
+            results = [{"type": "tool_result", "tool_use_id": i, "content": draw(st.one_of(text, _blocks))}
+                       for i in ids]
+            own = draw(st.one_of(st.just([]), _blocks))
+            user = draw(st.sampled_from([results + own, own + results])) if results else own
+            body["messages"].append({"role": "user", "content": user or draw(text)})
+        else:
+            body["messages"].append({"role": "user", "content": draw(st.one_of(text, _blocks))})
+    if calls or draw(st.booleans()):
+        body["tools"] = [ANTHROPIC_TOOL]
+        choice = draw(st.sampled_from([None, "auto", "any", "none", "tool"]))
+        if choice is not None:
+            body["tool_choice"] = {"type": choice, **({"name": _WEATHER["name"]} if choice == "tool" else {})}
+    thinking = draw(st.sampled_from([None, True, False]))
+    if thinking is not None:
+        body["chat_template_kwargs"] = {"enable_thinking": thinking}
+    return body
+
+
+@st.composite
+def responses_requests(draw: st.DrawFn) -> dict[str, Any]:
+    """Stateless Responses bodies that reach every rule of RENDER-030 and RENDER-031: instructions, a string input or
+    items (messages with string or part content, reasoning, assistant messages, function calls and their outputs),
+    function tools, thinking switched by the template's kwargs. Items carry every field vLLM 0.32's parsing needs."""
+    body: dict[str, Any] = {}
+    if draw(st.booleans()):
+        body["instructions"] = draw(text)
+    if draw(st.integers(0, 3)) == 0:
+        body["input"] = draw(text)
+    else:
+        items: list[dict[str, Any]] = []
+        calls = 0
+        for turn in range(draw(st.integers(1, 3))):
+            if turn:
+                if draw(st.booleans()):
+                    items.append({"type": "reasoning", "id": f"rs_{turn}", "summary": [],
+                                  "content": [{"type": "reasoning_text", "text": draw(text)}]})
+                if draw(st.booleans()):
+                    items.append({"type": "message", "role": "assistant", "id": f"msg_{turn}", "status": "completed",
+                                  "content": [{"type": "output_text", "text": draw(text), "annotations": []}]})
+                for _ in range(draw(st.integers(0, 2))):
+                    items.append({"type": "function_call", "call_id": f"call_{calls}", "name": _WEATHER["name"],
+                                  "arguments": json.dumps(draw(_CITY), ensure_ascii=False)})
+                    items.append({"type": "function_call_output", "call_id": f"call_{calls}", "output": draw(text)})
+                    calls += 1
+            parts = st.lists(text.map(lambda t: {"type": "input_text", "text": t}), min_size=1, max_size=2)
+            role = draw(st.sampled_from(["user", "user", "developer", "system"])) if turn == 0 else "user"
+            items.append({"type": "message", "role": role, "content": draw(st.one_of(text, parts))})
+        if items[-1]["role"] != "user":
+            items.append({"type": "message", "role": "user", "content": draw(text)})
+        body["input"] = items
+    if draw(st.booleans()):
+        body["tools"] = [RESPONSES_TOOL]
+    thinking = draw(st.sampled_from([None, True, False]))
+    if thinking is not None:
+        body["chat_template_kwargs"] = {"enable_thinking": thinking}
+    return body

@@ -84,6 +84,15 @@ class Frontend:
         return self.renderer.render_completions(body, request_id_suffix(request.headers.get("x-request-id"),
                                                                         body.get("request_id")))
 
+    def messages_render(self, body: dict[str, Any], request: Request) -> Any:
+        schemas.check_spec(request.scope["path"], body)  # the converter reads the shapes the spec fixes
+        return self.renderer.render_messages(body, request.headers.get("x-request-id"), self.check_model)
+
+    def responses_render(self, body: dict[str, Any], request: Request) -> Any:
+        schemas.check_spec(request.scope["path"], body)
+        self.check_model(body)
+        return self.renderer.render_responses(body)
+
     def chat_derender(self, body: dict[str, Any], request: Request) -> Any:
         if body.get("stream") is True:
             schemas.check_shape(body, schemas.DERENDER_STREAM)
@@ -135,7 +144,8 @@ class Frontend:
             "tokenizer_version": self.tokenizer_version}]})
 
 
-PATHS = ["/v1/chat/completions/render", "/v1/completions/render", "/v1/chat/completions/derender",
+PATHS = ["/v1/chat/completions/render", "/v1/completions/render", "/v1/messages/render", "/v1/responses/render",
+         "/v1/chat/completions/derender",
          "/v1/completions/derender", "/tokenize", "/detokenize", "/v1/models", "/health", "/version",
          "/openapi.json"]
 
@@ -161,6 +171,8 @@ def create_app(config: FrontendConfig) -> Starlette:
         Route("/v1/chat/completions/render", fe.endpoint(schemas.CHAT_REQUEST, fe.chat_render), methods=["POST"]),
         Route("/v1/completions/render", fe.endpoint(schemas.COMPLETION_REQUEST, fe.completions_render),
               methods=["POST"]),
+        Route("/v1/messages/render", fe.endpoint(None, fe.messages_render), methods=["POST"]),
+        Route("/v1/responses/render", fe.endpoint(None, fe.responses_render), methods=["POST"]),
         Route("/v1/chat/completions/derender", fe.endpoint(None, fe.chat_derender), methods=["POST"]),
         Route("/v1/completions/derender", fe.endpoint(None, fe.completions_derender), methods=["POST"]),
         Route("/tokenize", fe.endpoint(schemas.TOKENIZE, fe.tokenize), methods=["POST"]),

@@ -10,13 +10,15 @@ Fields the request did not set are omitted at their defaults, as vLLM does, to k
 
 from __future__ import annotations
 
+import functools
 import secrets
+from collections.abc import Callable
 from typing import Any
 
-from tokenspec.harness.frontend import conversation, safety, token_native
-from tokenspec.harness.frontend.chat_template import render_chat, wants_content_parts
+from tokenspec.harness.frontend import conversation, dialects, safety, token_native
+from tokenspec.harness.frontend.chat_template import ChatTemplateError, render_chat, wants_content_parts
 from tokenspec.harness.frontend.config import FrontendConfig
-from tokenspec.harness.frontend.errors import bad_request
+from tokenspec.harness.frontend.errors import ApiError, bad_request
 from tokenspec.harness.frontend.model_files import ModelFiles
 from tokenspec.harness.frontend.parsers import REASONING_PARSERS
 from tokenspec.harness.frontend.validation import check_sampling_ranges
@@ -65,7 +67,7 @@ class Renderer:
 
     # -- prompt ---------------------------------------------------------------------------------------
 
-    def chat_prompt_ids(self, body: dict[str, Any]) -> list[int]:
+    def chat_prompt_ids(self, body: dict[str, Any], *, check_tool_choice: bool = True) -> list[int]:
         if not body["messages"]:
             raise bad_request("Cannot apply chat template to an empty conversation. Provide at least one message.",
                               param="messages")
@@ -74,7 +76,7 @@ class Renderer:
             raise bad_request("As of transformers v4.44, default chat template is no longer allowed, so you "
                               "must provide a chat template if the tokenizer does not define one.")
         tools = body.get("tools")
-        if tools and body.get("tool_choice") in (None, "auto") and not self.config.tool_parser:
+        if check_tool_choice and tools and body.get("tool_choice") in (None, "auto") and not self.config.tool_parser:
             raise bad_request('"auto" tool choice requires --enable-auto-tool-choice and '
                               "--tool-call-parser to be set")
         continue_final = bool(body.get("continue_final_message"))
@@ -216,13 +218,14 @@ class Renderer:
             "kv_transfer_params": None, "ec_transfer_params": None,
         }
 
-    def render_chat(self, body: dict[str, Any], id_suffix: str) -> dict[str, Any]:
+    def render_chat(self, body: dict[str, Any], id_suffix: str, *, check_tool_choice: bool = True) -> dict[str, Any]:
         _check_common(body)
         token_native.output_format(body, chat=True)  # contradictory output flags: 400 before any work
         pinned = body.get("tokenizer_version") is not None or token_native.has_blocks(body["messages"])
         if pinned:
             token_native.check_request(body, self.tokenizer_version, self.model.vocab_size)
-        ids = self._check_length(self.chat_prompt_ids(body), body.get("truncate_prompt_tokens"))
+        ids = self._check_length(self.chat_prompt_ids(body, check_tool_choice=check_tool_choice),
+                                 body.get("truncate_prompt_tokens"))
         self.check_text(ids, "messages")
         params = self.sampling_params(body, len(ids), chat=True)
         extra: dict[str, Any] = {}
@@ -240,6 +243,72 @@ class Renderer:
         if pinned:
             out["tokenizer_version"] = self.tokenizer_version  # TOKNAT-008; engines ignore unknown keys
         return out
+
+    # -- the other dialects (harness/frontend/dialects.py) -----------------------------------------------------
+
+    def render_messages(self, body: dict[str, Any], header_id: str | None,
+                        check_model: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
+        """An Anthropic Messages request, converted (its errors first, as vLLM's), then the model checked, then
+        rendered as chat; the parse context keeps the converter's tool_choice (null without tools)."""
+        dialects.check_messages(body)
+        thinking = (body.get("thinking") or {}).get("type")
+        effort = self.disabled_thinking_effort if thinking in ("disabled", "between_tools") else "none"
+        chat = dialects.messages_to_chat(body, merge_inline_system=self.merges_inline_system, disabled_effort=effort)
+        check_model(body)
+        choice = chat["tool_choice"]
+        if not self.config.tool_parser and chat.get("tools") is not None:
+            if choice == "auto":
+                raise bad_request('"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to '
+                                  "be set")
+            if choice == "required":
+                raise bad_request('tool_choice="required" requires --tool-call-parser to be set')
+            if isinstance(choice, dict):
+                raise bad_request(f'tool_choice=function "{choice["function"]["name"]}" requires --tool-call-parser '
+                                  "to be set")
+        out = self.render_chat(chat, header_id or secrets.token_hex(8), check_tool_choice=False)
+        out["parse_context"] = {**out["parse_context"], "tool_choice": choice}
+        return out
+
+    def render_responses(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A stateless Responses request rendered as chat, with what vLLM's Responses render leaves out: no
+        parse_context, reasoning_ended, stream_options or return_token_ids, and extra_args always written."""
+        if body.get("previous_response_id") is not None:
+            raise ApiError("previous_response_id is not supported by the stateless render endpoint.", status=400,
+                           err_type="invalid_request_error", param="previous_response_id")
+        out = self.render_chat(dialects.responses_to_chat(body), "", check_tool_choice=False)
+        params = out["sampling_params"]
+        params.setdefault("extra_args", {})
+        if "message.output_text.logprobs" in (body.get("include") or []):
+            params["logprobs"] = body.get("top_logprobs") or 0
+        return {**out, "request_id": dialects.responses_request_id(body), "reasoning_ended": None,
+                "parse_context": None, "stream_options": None, "return_token_ids": None}
+
+    @functools.cached_property
+    def merges_inline_system(self) -> bool:
+        """Whether system messages inside an Anthropic conversation join the leading one: when the template refuses
+        a second system turn (vLLM's probe: system, user, system, user, with tools absent and empty)."""
+        turns = [{"role": r, "content": "t"} for r in ("system", "user", "system", "user")]
+        try:
+            for tools in (None, []):
+                render_chat(self.model.chat_template or "", turns, tools=tools, add_generation_prompt=False,
+                            continue_final_message=False, special_tokens=self.model.special_tokens, template_kwargs={})
+        except ChatTemplateError:
+            return True
+        return False
+
+    @functools.cached_property
+    def disabled_thinking_effort(self) -> str:
+        """The reasoning_effort Anthropic's disabled thinking becomes: "low" when the template refuses "none" or
+        renders it as some effort would (then "none" switches nothing off), else "none" (vLLM's probe)."""
+        def prompt(effort: str) -> list[int] | None:
+            try:
+                return self.chat_prompt_ids({"messages": [{"role": "user", "content": "Hi"}],
+                                             "reasoning_effort": effort})
+            except (ApiError, ChatTemplateError):
+                return None
+
+        none = prompt("none")
+        return "low" if none is None or any(prompt(e) == none for e in dialects.EFFORTS) else "none"
 
     def render_completions(self, body: dict[str, Any], id_suffix: str) -> list[dict[str, Any]]:
         _check_common(body)

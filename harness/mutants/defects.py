@@ -23,6 +23,8 @@ CHAT_DERENDER = "/v1/chat/completions/derender"
 COMPLETIONS_DERENDER = "/v1/completions/derender"
 GENERATE = "/inference/v1/generate"
 ABORT = "/inference/v1/abort_requests"
+MESSAGES_RENDER = "/v1/messages/render"
+RESPONSES_RENDER = "/v1/responses/render"
 RENDERS = (CHAT_RENDER, COMPLETIONS_RENDER)
 DERENDERS = (CHAT_DERENDER, COMPLETIONS_DERENDER)
 ONE_MIB = 1 << 20
@@ -227,6 +229,12 @@ def _drop_system(request: dict[str, Any]) -> None:
         request["messages"] = [m for m in request["messages"]
                                if not (isinstance(m, dict) and m.get("role") in ("system", "developer"))] or \
             request["messages"]
+
+
+def _drop_function_outputs(request: dict[str, Any]) -> None:
+    if isinstance(request.get("input"), list):
+        request["input"] = [i for i in request["input"]
+                            if not (isinstance(i, dict) and i.get("type") == "function_call_output")]
 
 
 def _assistant_turns(request: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -621,6 +629,21 @@ def _models_edit(edit: Callable[[dict[str, Any]], None]) -> ResponseHook:
 
 CATALOGUE: tuple[Defect, ...] = (
     # render
+    Defect("messages-render-drops-system", "render", ("RENDER-026",),
+           "an Anthropic converter that reads only messages, so the top-level system prompt never reaches the template",
+           on_request=edit_request((MESSAGES_RENDER,), lambda r: r.pop("system", None))),
+    Defect("messages-render-ignores-stop-sequences", "render", ("RENDER-028",),
+           "stop_sequences not mapped to stop (the OpenAI name is looked up), so generation runs past them",
+           on_request=edit_request((MESSAGES_RENDER,), lambda r: r.pop("stop_sequences", None))),
+    Defect("responses-render-ignores-instructions", "render", ("RENDER-030",),
+           "a Responses converter that renders input only, so instructions never become the system message",
+           on_request=edit_request((RESPONSES_RENDER,), lambda r: r.pop("instructions", None))),
+    Defect("responses-render-drops-function-outputs", "render", ("RENDER-030",),
+           "function_call_output items skipped as unknown, so the model never sees its tools' results",
+           on_request=edit_request((RESPONSES_RENDER,), _drop_function_outputs)),
+    Defect("responses-render-continues-previous-response", "render", ("RENDER-032",),
+           "a render server that ignores previous_response_id and renders the input alone, as if it held no history",
+           on_request=edit_request((RESPONSES_RENDER,), lambda r: r.pop("previous_response_id", None))),
     Defect("render-nondeterministic", "render", ("RENDER-003",),
            "a frontend that samples a cache-salt token into the prompt, so equal requests render differently",
            on_response=edit_answer(RENDERS, _append_noise)),
