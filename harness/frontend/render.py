@@ -22,6 +22,7 @@ from tokenspec.harness.frontend.errors import ApiError, bad_request
 from tokenspec.harness.frontend.model_files import ModelFiles
 from tokenspec.harness.frontend.parsers import REASONING_PARSERS
 from tokenspec.harness.frontend.validation import check_sampling_ranges
+from tokenspec.specs.parser_families import keeps_special_tokens
 
 # OpenAI defaults for the fields a generation_config.json may override.
 _FLOAT_DEFAULTS = {"presence_penalty": 0.0, "frequency_penalty": 0.0, "repetition_penalty": 1.0,
@@ -56,7 +57,6 @@ class Renderer:
     def __init__(self, config: FrontendConfig, model: ModelFiles, tokenizer_version: str | None = None) -> None:
         self.config = config
         self.model = model
-        self.parsers_on = bool(config.tool_parser or config.reasoning_parser)
         # the server's tokenizer_version (token-native pin); computed once by the caller at start-up
         self.tokenizer_version = tokenizer_version or token_native.server_tokenizer_version(config.model_dir)
         self.text_filter = safety.load_text_filter(config.text_filter)
@@ -176,8 +176,8 @@ class Renderer:
             prompt_logprobs = echo_logprobs
         if prompt_logprobs is not None:
             params["prompt_logprobs"] = prompt_logprobs
-        if chat and self.parsers_on:
-            params["skip_special_tokens"] = False  # parsers must see marker tokens (vLLM's adjust_request)
+        if chat and keeps_special_tokens(self.config.reasoning_parser, self.config.tool_parser, body):
+            params["skip_special_tokens"] = False  # the parser's adjust_request, as vLLM's (specs/parsers.yaml)
         params["output_kind"] = 1 if body.get("stream") else 2
         params["skip_clone"] = True
         if body.get("logit_bias") is not None:  # an explicit {} is written as {}, as vLLM does
