@@ -133,6 +133,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
         INTERRUPTS.arm()  # the suite's modules are loaded: a signal from now on stops the run
         config.stash[_CAPABILITIES] = decide_capabilities(config)
+    elif hasattr(config, "workerinput"):
+        from tokenspec.interrupts import INTERRUPTS
+
+        # A worker's one forwarded SIGINT can land in hypothesis's gc callback and be swallowed: the worker then runs
+        # on until xdist's 10 s teardown kills it. It insists as the controller does, until pytest takes the interrupt.
+        INTERRUPTS.install()
+        INTERRUPTS.arm()
+        INTERRUPTS.insisting(True)
     config.stash[_RESULTS] = []
     config.stash[_STARTED] = (time.time(), datetime.now(UTC).isoformat(timespec="seconds"))
 
@@ -652,11 +660,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 
-def pytest_keyboard_interrupt(excinfo: object) -> None:
-    """pytest has taken the interrupt: what follows (reports, unconfigure) is the run finishing, not to be cut."""
+@pytest.hookimpl(tryfirst=True)
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    """pytest has taken the interrupt: what follows (reports, unconfigure) is the run finishing, not to be cut.
+    Only the interrupt's last frame is kept: pytest renders the whole traceback with every frame's source to print
+    one line of it, which took a second of a job that must stop within seconds."""
     from tokenspec.interrupts import INTERRUPTS
 
     INTERRUPTS.finishing()
+    excinfo.traceback = excinfo.traceback[-1:]
 
 
 @pytest.hookimpl(trylast=True)
@@ -664,6 +676,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """Last, after every writer (junit.xml included): no secret of the run's transport stays in its report folder."""
     if _active(config):
         CLOCK.write()
+    if _active(config) and hasattr(config, "workerinput"):
+        from tokenspec.interrupts import INTERRUPTS
+
+        INTERRUPTS.uninstall()
     if not _active(config) or hasattr(config, "workerinput") or not (out := config.getoption("--tokenspec-report")):
         return
     from tokenspec.suite.fixtures import transport_from_config

@@ -59,7 +59,8 @@ def test_a_signal_stops_the_run_at_once_and_the_report_says_so(frontend_url, tin
         output, _ = proc.communicate(timeout=5)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        pytest.fail(f"still running 5 s after {signal.Signals(signum).name}")
+        pytest.fail(f"still running 5 s after {signal.Signals(signum).name}; its output ended: "
+                    f"{proc.communicate()[0][-3000:]}")
     took = time.monotonic() - sent
     assert proc.returncode == 128 + signum, f"exit {proc.returncode} after {took:.1f}s: {output[-2000:]}"
     assert "Traceback" not in output, output[-3000:]
