@@ -230,10 +230,12 @@ def test_abort_ends_a_streamed_generation(engine, codec, max_model_len) -> None:
     started = time.monotonic()
     engine.post_ok(GENERATE, _generation_body(prompt, max_tokens))
     deadline = EARLY * (time.monotonic() - started)
+    tries = []
     for _ in range(TRIES):
         request_id = f"tokenspec-abort-{secrets.token_hex(4)}"
         count, finish, early, answers = _aborted_stream(engine, prompt, reported.replace(probe_id, request_id),
                                                         request_id, max_tokens, deadline)
+        tries.append(f"{finish} after {count} ids")
         assert all(a.status_code == 200 for a in answers), \
             f"abort answered {sorted({a.status_code for a in answers})}"
         if finish == "abort" or early:
@@ -242,7 +244,7 @@ def test_abort_ends_a_streamed_generation(engine, codec, max_model_len) -> None:
             assert count < max_tokens
             return
     not_tested(f"in {TRIES} tries the engine answered no abort while the generation was still running "
-               f"(within {deadline:.1f} s, half an unaborted generation's time)")
+               f"(within {deadline:.1f} s, half an unaborted generation's time): {', '.join(tries)}")
 
 
 @pytest.mark.req("GENERATE-026")

@@ -3,7 +3,8 @@
 Applied when ``--tokenizer`` names a model folder whose tokenizer fingerprint has a golden file (``tokenspec golden
 build`` makes one), or, without a folder, when the target's ``/v1/models`` card reports that fingerprint as its
 ``tokenizer_version``; otherwise they are not tested. Each case records its oracle(s): render ids
-from transformers (cross-checked with vLLM's render server), recorded derender splits from vLLM's derender with the
+from transformers (chat, completions, and Messages and Responses after the spec's mapping to a chat request,
+RENDER-026/RENDER-030; cross-checked with vLLM's render server), recorded derender splits from vLLM's derender with the
 family's parsers (corrected by the spec where vLLM deviates; the file lists each correction). A recorded derender
 case applies only to a target running the same parsers; the hand-written derender cases take their split from
 ``specs/parsers.yaml`` for the target's parsers.
@@ -52,16 +53,21 @@ def _first_difference(a: list[int], b: list[int]) -> str:
     return f"first difference at index {k}: got {a[k:k + 8]}, expected {b[k:k + 8]} ({len(a)} vs {len(b)} ids)"
 
 
+#: The render route of each golden render kind; every kind but completions answers one prompt.
+_RENDER_PATHS = {"render": "/v1/chat/completions/render", "completions-render": "/v1/completions/render",
+                 "messages-render": "/v1/messages/render", "responses-render": "/v1/responses/render"}
+
+
 def _check_render(api, target, capabilities, golden) -> None:
     if golden.get("feature"):
         capabilities.require(golden["feature"])
-    chat = golden["kind"] == "render"
-    path = "/v1/chat/completions/render" if chat else "/v1/completions/render"
+    chat = golden["kind"] != "completions-render"
+    path = _RENDER_PATHS[golden["kind"]]
     body = {"model": target.model, **golden["request"]}
     expect = golden["expect"]
     if "status" in expect:
         status = api.post(path, body).status_code
-        assert 400 <= status < 500, (f"[RENDER-005] the template refuses this conversation "
+        assert 400 <= status < 500, (f"[{golden['requirements'][0]}] the template refuses this conversation "
                                      f"({expect.get('reason', '')}); render answered {status}")
         return
     out = api.post_ok(path, body)
@@ -96,7 +102,7 @@ def test_golden_case(api, target, capabilities, golden) -> None:
     if golden is None:
         not_tested("no golden file for this tokenizer's fingerprint (the target's /v1/models card reports no"
                    " tokenizer_version that has one); pass --tokenizer DIR with a model that has one")
-    if golden["kind"] in ("render", "completions-render"):
+    if golden["kind"] in _RENDER_PATHS:
         _check_render(api, target, capabilities, golden)
     elif golden["kind"] == "derender-recorded":
         _check_recorded_derender(api, target, capabilities, golden)

@@ -6,11 +6,14 @@ import json
 from pathlib import Path
 
 from tokenspec.golden_cases import GOLDEN_DIR, build_golden, find_golden
+from tokenspec.golden_corpus import DIALECT_CASES
+from tokenspec.suite.dialects import messages_as_chat, responses_as_chat
 
 
 def test_committed_golden_file_is_current(tiny_model, tmp_path: Path) -> None:
-    """The hand-written cases rebuild identically; every generated render case still equals its oracle
-    (transformers), so a change of the oracle or of the normalisation shows here, not as a suite failure."""
+    """The hand-written cases rebuild identically; every generated render case (chat, Messages, Responses) still
+    equals its oracle (transformers, after the dialect's mapping), so a change of the oracle or of the normalisation
+    shows here, not as a suite failure."""
     from tokenspec.suite.render_oracle import RenderOracle
 
     fresh = build_golden(tiny_model.model_dir, tmp_path)
@@ -25,6 +28,13 @@ def test_committed_golden_file_is_current(tiny_model, tmp_path: Path) -> None:
     for case in generated:
         if "token_ids" in case["expect"]:
             assert oracle.prompt_ids(case["request"]) == case["expect"]["token_ids"], case["id"]
+    mappings = {"messages-render": messages_as_chat, "responses-render": responses_as_chat}
+    dialect = [c for c in written["cases"] if c["kind"] in mappings]
+    assert {c["kind"] for c in dialect} == set(mappings) and len(dialect) == len(mappings) * DIALECT_CASES
+    for case in dialect:
+        if "token_ids" in case["expect"]:
+            chat = mappings[case["kind"]]({"model": written["model"], **case["request"]})
+            assert oracle.prompt_ids(chat) == case["expect"]["token_ids"], case["id"]
     assert len(written["cases"]) >= 150
 
 

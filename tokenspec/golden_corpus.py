@@ -5,12 +5,14 @@ Every expectation comes from an oracle that is not the code under test, and each
 - chat render: transformers' ``apply_chat_template`` after RENDER-023's conversation (``suite/render_oracle``),
   cross-checked against vLLM's render server when one is given ("transformers+vllm" when they agree);
 - completions render: transformers' ``encode`` (special tokens added, as for a completions prompt);
+- Messages and Responses render: the chat render oracle on the conversation the request maps to
+  (``suite/dialects``, RENDER-026/RENDER-030), cross-checked against vLLM's render server like chat render;
 - chat derender: vLLM's own derender with the family's parsers, then the spec's rules where vLLM 0.32 is known
   to deviate (DERENDER-006: a parsed tool call ends with finish_reason "tool_calls"). Every correction and every
   render disagreement is listed in the case (``disagreements``), never silently accepted.
 
-Conversations come from the suite's ``rich_conversations`` strategy, derandomised, so a rebuild with the
-same hypothesis version gives the same cases.
+Conversations come from the suite's ``rich_conversations``, ``anthropic_requests`` and ``responses_requests``
+strategies, derandomised, so a rebuild with the same hypothesis version gives the same cases.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from tokenspec.suite.builders import TOOL
 from tokenspec.suite.render_oracle import RenderOracle
 from tokenspec.transport import Transport
 
+#: Generated render cases per dialect (Messages, Responses) per family.
+DIALECT_CASES = 40
 _CALL = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
 _CALL2 = '{"name": "get_weather", "arguments": {"city": "Oslo"}}'
 #: Generated texts per tool-call markup family; reasoning shapes are shared.
@@ -58,22 +62,28 @@ _TEXT_OUTPUTS = [
 ]
 
 
-def _chat_bodies(n: int) -> list[dict[str, Any]]:
+def _drawn(strategy: Any, n: int) -> list[dict[str, Any]]:
+    """``n`` distinct bodies of a strategy, derandomised: the same ones on every rebuild (twice as many draws as
+    needed, since a draw can repeat an earlier one)."""
     from hypothesis import HealthCheck, given, settings
-
-    from tokenspec.suite.strategies import rich_conversations
 
     drawn: list[dict[str, Any]] = []
 
-    @settings(max_examples=n, derandomize=True, database=None, deadline=None,
+    @settings(max_examples=2 * n, derandomize=True, database=None, deadline=None,
               suppress_health_check=list(HealthCheck))
-    @given(rich_conversations())
+    @given(strategy)
     def collect(body: dict[str, Any]) -> None:
         if len(drawn) < n and body not in drawn:
             drawn.append(body)
 
     collect()
     return drawn
+
+
+def _chat_bodies(n: int) -> list[dict[str, Any]]:
+    from tokenspec.suite.strategies import rich_conversations
+
+    return _drawn(rich_conversations(), n)
 
 
 def _post(url: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
@@ -89,7 +99,9 @@ def _post(url: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
 
 
 def render_cases(oracle: RenderOracle, model: str, vllm_url: str | None, n: int,
-                 disagreements: list[str]) -> list[dict[str, Any]]:
+                 disagreements: list[str], tools: bool = True) -> list[dict[str, Any]]:
+    """Chat render cases; ``tools``: the vLLM server runs a tool parser (one without refuses every tools case, which
+    the suite then does not apply to it either, so those are not cross-checked)."""
     cases = []
     for i, body in enumerate(_chat_bodies(n)):
         case: dict[str, Any] = {"id": f"chat-{i:03d}", "kind": "render", "requirements": ["RENDER-005", "RENDER-023"],
@@ -99,18 +111,62 @@ def render_cases(oracle: RenderOracle, model: str, vllm_url: str | None, n: int,
         except Exception as exc:  # noqa: BLE001 - the template refused the conversation: the server must too
             case["expect"] = {"status": 400, "reason": str(exc)[:200]}
         case["oracles"] = ["transformers"]
-        if vllm_url:
-            status, answer = _post(vllm_url, "/v1/chat/completions/render", {"model": model, **body})
-            theirs = {"token_ids": answer["token_ids"]} if status == 200 else {"status": 400}
-            mine = {k: v for k, v in case["expect"].items() if k != "reason"}
-            if theirs == mine or (status >= 400 and "status" in mine):
-                case["oracles"].append("vllm-render")
-            else:
-                note = f"{case['id']}: vLLM render answered {status}, transformers {mine.get('status', 200)}"
-                case["disagreements"] = [note]
-                disagreements.append(note)
+        if vllm_url and (tools or not case["feature"]):
+            _cross_check(case, vllm_url, "/v1/chat/completions/render", {"model": model, **body}, disagreements)
         cases.append(case)
     return cases
+
+
+#: Per dialect: its render route, the requirements a case judges, and the mapping to the chat request it stands for.
+_DIALECTS = {
+    "messages-render": ("/v1/messages/render", ["RENDER-026", "RENDER-027"], "anthropic_requests", "messages_as_chat"),
+    "responses-render": ("/v1/responses/render", ["RENDER-030", "RENDER-031"], "responses_requests",
+                         "responses_as_chat"),
+}
+
+
+def dialect_cases(oracle: RenderOracle, model: str, vllm_url: str | None, n: int,
+                  disagreements: list[str], tools: bool = True) -> list[dict[str, Any]]:
+    """Messages and Responses render cases: the template oracle on the mapped conversation (never the frontend's
+    converter), cross-checked against vLLM's render server as chat render's are; a disagreement is listed, the
+    oracle's ids kept."""
+    from tokenspec.suite import dialects, strategies
+
+    cases = []
+    for kind, (path, requirements, strategy, mapping) in _DIALECTS.items():
+        for i, body in enumerate(_drawn(getattr(strategies, strategy)(), n)):
+            request = {"model": model, **body}
+            case: dict[str, Any] = {"id": f"{kind.split('-')[0]}-{i:03d}", "kind": kind, "requirements": requirements,
+                                    "feature": "tools" if body.get("tools") else None, "request": body}
+            try:
+                case["expect"] = {"token_ids": oracle.prompt_ids(getattr(dialects, mapping)(request))}
+            except Exception as exc:  # noqa: BLE001 - the template refused the conversation: the server must too
+                case["expect"] = {"status": 400, "reason": str(exc)[:200]}
+            case["oracles"] = ["transformers"]
+            if vllm_url and (tools or not case["feature"]):
+                _cross_check(case, vllm_url, path, request, disagreements)
+            cases.append(case)
+    return cases
+
+
+def _cross_check(case: dict[str, Any], vllm_url: str, path: str, request: dict[str, Any],
+                 disagreements: list[str]) -> None:
+    status, answer = _post(vllm_url, path, request)
+    theirs = {"token_ids": answer["token_ids"]} if status == 200 else {"status": 400}
+    mine = {k: v for k, v in case["expect"].items() if k != "reason"}
+    if theirs == mine or (status >= 400 and "status" in mine):
+        case["oracles"].append("vllm-render")
+        return
+    if status == 200 and "token_ids" in mine:
+        ids = answer["token_ids"]
+        k = next((i for i, (x, y) in enumerate(zip(ids, mine["token_ids"], strict=False)) if x != y),
+                 min(len(ids), len(mine["token_ids"])))
+        note = (f"{case['id']}: vLLM render's {len(ids)} ids differ from transformers' {len(mine['token_ids'])} "
+                f"at index {k}")
+    else:
+        note = f"{case['id']}: vLLM render answered {status}, transformers {mine.get('status', 200)}"
+    case["disagreements"] = [note]
+    disagreements.append(note)
 
 
 def completions_cases(oracle: RenderOracle) -> list[dict[str, Any]]:
@@ -232,7 +288,9 @@ def family_golden(family: str, model_dir: Path | None, out_dir: Path, *, vllm_ur
         url = vllm_url or server.url  # type: ignore[union-attr]
 
         def corpus(oracle: RenderOracle, model: str, disagreements: list[str]) -> list[dict[str, Any]]:
-            return [*render_cases(oracle, model, url, conversations, disagreements), *completions_cases(oracle),
+            return [*render_cases(oracle, model, url, conversations, disagreements, tool is not None),
+                    *completions_cases(oracle),
+                    *dialect_cases(oracle, model, url, DIALECT_CASES, disagreements, tool is not None),
                     *derender_cases(oracle, model, family, url, disagreements)]
 
         path = build_golden(folder, out_dir, family=family, corpus=corpus)

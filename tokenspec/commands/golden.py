@@ -37,8 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                             description="With DIR only: golden/cases.yaml made token-level for that folder. With\n"
                                         "--family: that family's folder is built (into DIR, or the cache), a vLLM\n"
                                         "render server is started on it with the family's parsers (unless --vllm\n"
-                                        "is given), and the generated corpus is added: chat renders (transformers,\n"
-                                        "cross-checked with vLLM), completions renders, and chat derenders\n"
+                                        "is given), and the generated corpus is added: chat, Messages and\n"
+                                        "Responses renders (transformers, cross-checked with vLLM), completions\n"
+                                        "renders, and chat derenders\n"
                                         "recorded from vLLM (spec-corrected; each disagreement is listed).",
                             examples=["tokenspec golden build /tmp/tiny --out golden",
                                       "tokenspec golden build --family qwen3"])
