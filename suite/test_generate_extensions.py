@@ -236,8 +236,9 @@ def test_abort_ends_a_streamed_generation(engine, codec, max_model_len) -> None:
         count, finish, early, answers = _aborted_stream(engine, prompt, reported.replace(probe_id, request_id),
                                                         request_id, max_tokens, deadline)
         tries.append(f"{finish} after {count} ids")
-        assert all(a.status_code == 200 for a in answers), \
-            f"abort answered {sorted({a.status_code for a in answers})}"
+        refused = [a for a in answers if a.status_code != 200]
+        assert not refused, (f"{len(refused)} of {len(answers)} aborts answered {refused[0].status_code}: "
+                             f"{refused[0].text[:300]}" if refused else "")
         if finish == "abort" or early:
             assert finish == "abort", (f"an abort answered within {deadline:.1f} s of the stream's start, while the "
                                        f"engine was still generating, left it running to {finish!r} ({count} ids)")

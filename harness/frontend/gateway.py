@@ -60,19 +60,30 @@ def _engine_error(resp_status: int, body: bytes) -> ApiError:
         return ApiError(f"the engine refused the request ({resp_status})", status=resp_status)
 
 
+#: Seconds an idle pooled connection to the engine is kept: under uvicorn's 5 s keep-alive.
+ENGINE_KEEPALIVE_S = 2.0
+
+
 class Gateway:
     def __init__(self, frontend: Frontend, engine_url: str, timeout: float, max_concurrency: int | None) -> None:
         self.fe = frontend
-        self.client = httpx.AsyncClient(base_url=engine_url, timeout=httpx.Timeout(timeout, connect=5.0))
+        # vLLM's API server (uvicorn) closes a connection idle for 5 s, httpx's default expiry: a pooled connection
+        # reused at that moment is closed under the request. Ours expire first.
+        self.client = httpx.AsyncClient(base_url=engine_url, timeout=httpx.Timeout(timeout, connect=5.0),
+                                        limits=httpx.Limits(keepalive_expiry=ENGINE_KEEPALIVE_S))
         self.max_concurrency = max_concurrency
         self.in_flight = 0
 
     # -- the engine hop ---------------------------------------------------------------------------------
 
     async def _post(self, path: str, request: dict[str, Any], *, stream: bool = False) -> httpx.Response:
-        """One call to the engine; an engine that is slow or unreachable becomes a 504 or 502 for the client."""
+        """One call to the engine; an engine that is slow or unreachable becomes a 504 or 502 for the client. A
+        connection the engine closed before answering (a pooled one it dropped) is tried once more, on a new one."""
         try:
-            return await self.client.send(self.client.build_request("POST", path, json=request), stream=stream)
+            try:
+                return await self.client.send(self.client.build_request("POST", path, json=request), stream=stream)
+            except (httpx.RemoteProtocolError, httpx.ConnectError):
+                return await self.client.send(self.client.build_request("POST", path, json=request), stream=stream)
         except httpx.TimeoutException:
             raise ApiError("the engine did not answer in time", status=504, err_type="GatewayTimeoutError") from None
         except httpx.HTTPError as exc:
