@@ -84,8 +84,9 @@ class Gateway:
                 return await self.client.send(self.client.build_request("POST", path, json=request), stream=stream)
             except (httpx.RemoteProtocolError, httpx.ConnectError):
                 return await self.client.send(self.client.build_request("POST", path, json=request), stream=stream)
-        except httpx.TimeoutException:
-            raise ApiError("the engine did not answer in time", status=504, err_type="GatewayTimeoutError") from None
+        except httpx.TimeoutException as exc:
+            raise ApiError(f"the engine did not answer in time: {type(exc).__name__}", status=504,
+                           err_type="GatewayTimeoutError") from None
         except httpx.HTTPError as exc:
             raise ApiError(f"the engine is unreachable: {type(exc).__name__}", status=502,
                            err_type="BadGatewayError") from None
