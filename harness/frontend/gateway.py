@@ -60,17 +60,12 @@ def _engine_error(resp_status: int, body: bytes) -> ApiError:
         return ApiError(f"the engine refused the request ({resp_status})", status=resp_status)
 
 
-#: Seconds an idle pooled connection to the engine is kept: under uvicorn's 5 s keep-alive.
-ENGINE_KEEPALIVE_S = 2.0
-
-
 class Gateway:
     def __init__(self, frontend: Frontend, engine_url: str, timeout: float, max_concurrency: int | None) -> None:
         self.fe = frontend
         # vLLM's API server (uvicorn) closes a connection idle for 5 s, httpx's default expiry: a pooled connection
-        # reused at that moment is closed under the request. Ours expire first.
-        self.client = httpx.AsyncClient(base_url=engine_url, timeout=httpx.Timeout(timeout, connect=5.0),
-                                        limits=httpx.Limits(keepalive_expiry=ENGINE_KEEPALIVE_S))
+        # reused at that moment is closed under the request, which _post then sends once more on a new one.
+        self.client = httpx.AsyncClient(base_url=engine_url, timeout=httpx.Timeout(timeout, connect=5.0))
         self.max_concurrency = max_concurrency
         self.in_flight = 0
 
