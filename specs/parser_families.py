@@ -10,6 +10,7 @@ The table was recorded from vLLM 0.32's own parsers (see the file's header), nev
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 from dataclasses import dataclass
@@ -29,10 +30,11 @@ __all__ = [
     "expected",
     "family_probe",
     "shapes",
+    "table_request",
 ]
 
 REASONING_FAMILIES: tuple[str, ...] = ("qwen3", "deepseek_r1")
-TOOL_FAMILIES: tuple[str, ...] = ("hermes", "llama3_json")
+TOOL_FAMILIES: tuple[str, ...] = ("hermes", "llama3_json", "qwen3_coder")
 VARIANTS = ("thinking", "thinking-off")
 #: The arguments object every single-call shape of the table carries, verbatim (tests substitute their own).
 ARGUMENTS_IN_SHAPES = '{"city": "Paris"}'
@@ -46,6 +48,17 @@ def _table() -> dict[str, Any]:
 def shapes() -> dict[str, str]:
     """Shape id -> the generated text."""
     return dict(_table()["shapes"])
+
+
+def table_request(model: str, tools: bool, variant: str) -> dict[str, Any]:
+    """The chat request every row was recorded under: the table's messages, its tools iff a tool parser runs,
+    thinking switched off for the ``thinking-off`` variant."""
+    request: dict[str, Any] = {"model": model, "messages": copy.deepcopy(_table()["request"]["messages"])}
+    if tools:
+        request["tools"] = copy.deepcopy(_table()["request"]["tools"])
+    if variant == "thinking-off":
+        request["chat_template_kwargs"] = {"enable_thinking": False}
+    return request
 
 
 def configuration(reasoning: str | None, tool: str | None) -> str:

@@ -9,8 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenspec.specs.parser_families import REASONING_FAMILIES, TOOL_FAMILIES, VARIANTS, Split, expected, shapes
-from tokenspec.suite.builders import TOOL, chat_derender, chat_request, choice, generate_response
+from tokenspec.specs.parser_families import (
+    REASONING_FAMILIES,
+    TOOL_FAMILIES,
+    VARIANTS,
+    Split,
+    expected,
+    shapes,
+    table_request,
+)
+from tokenspec.suite.builders import chat_derender, choice, generate_response
 from tokenspec.suite.gating import Capabilities, not_tested
 
 CHAT_DERENDER = "/v1/chat/completions/derender"
@@ -56,13 +64,8 @@ def configured_split(caps: Capabilities, shape: str, variant: str, text: str | N
 
 
 def derender_request(caps: Capabilities, model: str, variant: str) -> dict[str, Any]:
-    """The chat request the table was recorded with: the weather tool iff a tool parser runs."""
-    fields: dict[str, Any] = {}
-    if caps.parsers.get("tool"):
-        fields["tools"] = [TOOL]
-    if variant == "thinking-off":
-        fields["chat_template_kwargs"] = {"enable_thinking": False}
-    return chat_request(model, [{"role": "user", "content": "Weather in Paris?"}], **fields)
+    """The chat request the table was recorded with: its tools iff a tool parser runs."""
+    return table_request(model, bool(caps.parsers.get("tool")), variant)
 
 
 def derender_choice(api, model: str, caps: Capabilities, ids: list[int], variant: str) -> dict[str, Any]:

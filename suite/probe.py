@@ -32,6 +32,7 @@ from tokenspec.specs.parser_families import (
     expected,
     family_probe,
     shapes,
+    table_request,
 )
 from tokenspec.suite.gating import ENABLE, Capabilities
 from tokenspec.suite.profile import Profile
@@ -339,14 +340,14 @@ def _probe_parsers(c: RoleClients, caps: Capabilities, target: Target, codec: Co
             caps.decide(feature, "not-tested", "probe", f"cannot probe the parsers: {why}")
         return
     user = [{"role": "user", "content": "Weather in Paris?"}]
-    tools = [PROBE_TOOL] if caps.has("tools") else None
+    tools = caps.has("tools")  # the table's rows were recorded with its tools where a tool parser runs
     # Reasoning: the shape every think-style family splits the same way, then the shapes that tell them apart.
     text = shapes()[family_probe("reasoning")]
     ids = codec.encode(text)
     decoded = {codec.decode(ids), codec.decode(ids, skip_special_tokens=True)}
     answer, message = _derender_message(c, target, ids, {"model": target.model, "messages": user})
     if message.get("reasoning") or message.get("reasoning_content"):
-        family = _which(c, target, codec, "reasoning", REASONING_FAMILIES, user, tools)
+        family = _which(c, target, codec, "reasoning", REASONING_FAMILIES, tools)
         caps.decide("reasoning", "offered", "probe", f"derender of {text!r} gave reasoning; family: "
                     + (family or "none of " + ", ".join(REASONING_FAMILIES) + " (declare it in --profile)"))
         caps.parsers["reasoning"] = family or "unknown"
@@ -363,7 +364,7 @@ def _probe_parsers(c: RoleClients, caps: Capabilities, target: Target, codec: Co
         caps.decide("tool-parsing", "unsupported", "probe", caps.decisions["tools"].evidence)
         return
     reasoning = caps.parsers.get("reasoning")
-    answers = _distinguishing_answers(c, target, codec, "tool", user, tools)
+    answers = _distinguishing_answers(c, target, codec, "tool", tools)
     family = next((f for f in TOOL_FAMILIES if _agrees(answers, (_known(reasoning), f))), None)
     if family is None and _agrees(answers, (_known(reasoning), None)):
         # Render accepting tools says nothing about a tool parser (vLLM renders tools for the template with a
@@ -381,12 +382,12 @@ def _probe_parsers(c: RoleClients, caps: Capabilities, target: Target, codec: Co
         caps.parsers["tool"] = family
 
 
-def _which(c: RoleClients, target: Target, codec: Codec, kind: str, families: tuple[str, ...], messages: list,
-           tools: list | None, reasoning: str | None = None) -> str | None:
+def _which(c: RoleClients, target: Target, codec: Codec, kind: str, families: tuple[str, ...],
+           tools: bool, reasoning: str | None = None) -> str | None:
     """The family whose specified splits of every distinguishing shape the derender reproduces exactly.
 
     Content, reasoning and tool calls are compared; finish_reason is not (it is DERENDER-006's business)."""
-    answers = _distinguishing_answers(c, target, codec, kind, messages, tools)
+    answers = _distinguishing_answers(c, target, codec, kind, tools)
     for family in families:
         if _agrees(answers, (family, None) if kind == "reasoning" else (_known(reasoning), family)):
             return family
@@ -398,11 +399,9 @@ def _known(reasoning: str | None) -> str | None:
     return None if reasoning == "unknown" else reasoning
 
 
-def _distinguishing_answers(c: RoleClients, target: Target, codec: Codec, kind: str, messages: list,
-                            tools: list | None) -> dict[str, dict]:
-    request: dict[str, Any] = {"model": target.model, "messages": messages}
-    if tools:
-        request["tools"] = tools
+def _distinguishing_answers(c: RoleClients, target: Target, codec: Codec, kind: str,
+                            tools: bool) -> dict[str, dict]:
+    request = table_request(target.model, tools, "thinking")  # the rows' own request
     return {shape: _derender_message(c, target, codec.encode(shapes()[shape]), request)[1]
             for shape in distinguishing_shapes(kind)}
 

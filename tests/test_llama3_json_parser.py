@@ -25,7 +25,6 @@ What vLLM does (and this table pins):
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -35,14 +34,13 @@ import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tokenizers import AddedToken, Tokenizer
+from tokenizers import Tokenizer
 
 from tokenspec.harness.frontend import FrontendConfig, create_app
 from tokenspec.harness.frontend.parsers import TOOL_PARSERS
 from tokenspec.harness.frontend.parsers.llama3_json import Llama3JsonToolParser, _may_become_object
 from tokenspec.harness.loopback import running_app
 
-LLAMA3_SPECIAL = ("<|python_tag|>", "<|eot_id|>", "<|eom_id|>")
 MODEL = "l3"
 TOOLS = [{"type": "function", "function": {"name": name, "parameters": {"type": "object", "properties": {}}}}
          for name in ("get_weather", "get_time", "book")]
@@ -245,24 +243,6 @@ EXPECTED: dict[str, dict[str, tuple[str | None, str, list[list[str]]]]] = {
 
 # -- the model with the Llama 3 special tokens -------------------------------------------------------------
 
-def add_llama3_tokens(src: Path, dst: Path) -> Path:
-    """Copy a model folder and add <|python_tag|>, <|eot_id|>, <|eom_id|> as special tokens (the
-    llama3_json parser refuses a vocabulary without <|python_tag|>)."""
-    if dst.exists():
-        shutil.rmtree(dst)
-    shutil.copytree(src, dst)
-    tok = Tokenizer.from_file(str(dst / "tokenizer.json"))
-    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in LLAMA3_SPECIAL])
-    tok.save(str(dst / "tokenizer.json"))
-    config = json.loads((dst / "tokenizer_config.json").read_text())
-    for t in LLAMA3_SPECIAL:
-        config.setdefault("added_tokens_decoder", {})[str(tok.token_to_id(t))] = {
-            "content": t, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False,
-            "special": True}
-    (dst / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
-    return dst
-
-
 # -- measuring any derender server (vLLM's render server or our frontend) ----------------------------------
 
 Post = Callable[[dict[str, Any]], dict[str, Any]]
@@ -332,11 +312,11 @@ def record(url: str, tok: Tokenizer) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def llama3_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tokenspec.harness.models.tiny import build
+    from tokenspec.harness.models.tiny import build, with_llama3_tokens
 
     base = tmp_path_factory.mktemp("l3j")
     build(base / "tiny")
-    return add_llama3_tokens(base / "tiny", base / "l3j")
+    return with_llama3_tokens(base / "tiny", base / "l3j")
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,11 @@ Only the weights are not real: random, with the tiny dims of ``tokenspec.harness
 
 - ``qwen3``: Qwen3-0.6B. Hermes-style ``<tool_call>`` markup, ``<think>`` reasoning; no BOS.
 - ``llama3``: Llama-3.1-8B-Instruct. BOS added by the tokenizer's post-processor, all 256 added tokens special.
+- ``qwen3-coder``: Qwen3-Coder-30B-A3B-Instruct. The Qwen3 tokenizer (same vocabulary and added tokens) with
+  Qwen3-Coder's template: XML-style calls (``<tool_call><function=name><parameter=x>``), no reasoning. The real
+  model is a mixture of experts (``Qwen3MoeForCausalLM``); its tiny random weights are the dense
+  ``Qwen3ForCausalLM`` of the same tokenizer and template, because the weights never reach what the suite
+  judges (render, derender and the wire) and vLLM's CPU build serves the dense class on these dims.
 - ``deepseek-r1``: DeepSeek-R1-Distill-Qwen-1.5B. The Qwen2 vocabulary with DeepSeek's fullwidth-bar added
   tokens (U+FF5C and U+2581 inside the names), BOS added by the post-processor.
 """
@@ -147,6 +152,43 @@ QWEN3 = FamilySpec(
 )
 
 
+# --- qwen3-coder (Qwen3-Coder-30B-A3B-Instruct) --------------------------------------------------------------------
+
+QWEN3_CODER = FamilySpec(
+    name="qwen3-coder",
+    model="Qwen/Qwen3-Coder-30B-A3B-Instruct",
+    vocabulary="qwen2",
+    base_vocab_size=151643,
+    template="Qwen3-Coder.jinja",
+    split_regex=QWEN2_SPLIT,
+    normalizer={"type": "NFC"},
+    pre_tokenizer_trim_offsets=False,
+    ignore_merges=False,
+    bos_post_processor=None,
+    byte_level_post_processor=True,
+    post_processor_byte_level_style="qwen",
+    decoder_style="qwen",
+    bpe_affixes="",
+    added_tokens=QWEN3.added_tokens,
+    tokenizer_config={**QWEN3.tokenizer_config, "model_max_length": 1048576},
+    special_tokens_map=QWEN3.special_tokens_map,
+    generation_config={
+        "bos_token_id": 151643,
+        "do_sample": True,
+        "eos_token_id": [151645, 151643],
+        "pad_token_id": 151643,
+        "repetition_penalty": 1.05,
+        "temperature": 0.7,
+        "top_k": 20,
+        "top_p": 0.8,
+    },
+    architecture="Qwen3ForCausalLM",
+    vocab_size=151936,
+    config={"bos_token_id": 151643, "eos_token_id": 151645, "max_position_embeddings": 262144,
+            "rope_theta": 10000000.0, "transformers_version": "4.51.0"},
+)
+
+
 # --- llama3 (Llama-3.1-8B-Instruct) ------------------------------------------------------------------------------
 
 _LLAMA3_NAMED = {
@@ -265,13 +307,13 @@ DEEPSEEK_R1 = FamilySpec(
             "rope_theta": 10000.0, "sliding_window": 4096, "transformers_version": "4.44.0"},
 )
 
-FAMILIES: dict[str, FamilySpec] = {spec.name: spec for spec in (QWEN3, LLAMA3, DEEPSEEK_R1)}
+FAMILIES: dict[str, FamilySpec] = {spec.name: spec for spec in (QWEN3, LLAMA3, DEEPSEEK_R1, QWEN3_CODER)}
 #: Every --family value; ``tiny`` is the embedded tiny model of ``tokenspec.harness.models.tiny``.
 FAMILY_NAMES = ("tiny", *FAMILIES)
 #: (tool parser, reasoning parser) each family is served with: vLLM's parsers for that model family.
 FAMILY_PARSERS: dict[str, tuple[str | None, str | None]] = {
     "tiny": ("hermes", "qwen3"), "qwen3": ("hermes", "qwen3"), "llama3": ("llama3_json", None),
-    "deepseek-r1": (None, "deepseek_r1"),
+    "deepseek-r1": (None, "deepseek_r1"), "qwen3-coder": ("qwen3_coder", None),
 }
 
 

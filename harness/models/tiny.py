@@ -69,7 +69,8 @@ from tokenspec.errors import UsageError
 from tokenspec.fingerprint import fingerprint_of, tokenizer_fingerprint
 from tokenspec.fingerprint import sha256 as _sha256
 
-__all__ = ["BuildResult", "DEFAULT_MODEL_NAME", "MODEL_VERSION", "build", "tokenizer_fingerprint"]
+__all__ = ["BuildResult", "DEFAULT_MODEL_NAME", "LLAMA3_SPECIAL", "MODEL_VERSION", "build", "tokenizer_fingerprint",
+           "with_llama3_tokens"]
 
 DEFAULT_MODEL_NAME = "tokenspec-tiny"
 MODEL_VERSION = 1
@@ -343,3 +344,27 @@ def build(out_dir: Path) -> BuildResult:
     for name in _MODEL_FILES:
         files[name] = _sha256(contents[name])
     return BuildResult(model_dir=out_dir, fingerprint=fingerprint, files=files)
+
+
+#: The Llama 3 tokens vLLM's llama3_json parser looks up in the vocabulary (it refuses one without the tag).
+LLAMA3_SPECIAL = ("<|python_tag|>", "<|eot_id|>", "<|eom_id|>")
+
+
+def with_llama3_tokens(src: Path, dst: Path) -> Path:
+    """A copy of the model folder ``src`` at ``dst`` with ``LLAMA3_SPECIAL`` added as special tokens: the tiny
+    model that vLLM's llama3_json parser accepts, for recording and comparing that parser on it."""
+    import shutil
+
+    if dst.exists():
+        shutil.rmtree(dst)
+    shutil.copytree(src, dst)
+    tok = Tokenizer.from_file(str(dst / "tokenizer.json"))
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in LLAMA3_SPECIAL])
+    tok.save(str(dst / "tokenizer.json"))
+    config = json.loads((dst / "tokenizer_config.json").read_text())
+    for t in LLAMA3_SPECIAL:
+        config.setdefault("added_tokens_decoder", {})[str(tok.token_to_id(t))] = {
+            "content": t, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False,
+            "special": True}
+    (dst / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
+    return dst

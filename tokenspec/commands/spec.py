@@ -1,4 +1,4 @@
-"""`tokenspec spec lint|drift`: the OpenAPI documents and the requirement catalogue."""
+"""`tokenspec spec lint|drift|parsers`: the OpenAPI documents, the requirement catalogue, the parser table."""
 
 from __future__ import annotations
 
@@ -65,6 +65,32 @@ def _spec_drift(args: argparse.Namespace) -> int:
     return 0
 
 
+def _spec_parsers(args: argparse.Namespace) -> int:
+    from tokenspec.errors import UsageError
+    from tokenspec.parser_table import all_configurations, record, write_rows
+    from tokenspec.specs.parser_families import shapes
+
+    known = all_configurations()
+    names = {f"{r or 'none'}+{t or 'none'}": (r, t) for r, t in known}
+    configs = known
+    if args.configurations:
+        unknown = [c for c in args.configurations if c not in names]
+        if unknown:
+            raise UsageError(f"unknown configuration(s) {', '.join(unknown)}; known: {', '.join(names)}")
+        configs = [names[c] for c in args.configurations]
+    if args.shapes and (unknown := [s for s in args.shapes if s not in shapes()]):
+        raise UsageError(f"unknown shape(s) {', '.join(unknown)}; the table's shapes: {', '.join(shapes())}")
+    diff = record(configs, args.shapes or None)
+    for line in diff.added:
+        print(f"{'added' if args.write else 'missing'}: {line}")
+    for line in diff.differing:
+        print(f"differs: {line}")
+    if args.write and diff.added:
+        write_rows(diff.rows)
+    print(f"{len(diff.added)} row(s) {'added' if args.write else 'missing'}, {len(diff.differing)} differing")
+    return 1 if diff.differing or (diff.added and not args.write) else 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     spec = command(sub, "spec", "the OpenAPI documents and requirement catalogue",
                     examples=["tokenspec spec lint", "tokenspec spec drift --target http://127.0.0.1:8000"])
@@ -85,3 +111,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     drift.add_argument("--timeout", type=float, default=10.0, help="request timeout in seconds")
     add_transport_arguments(drift)
     drift.set_defaults(handler=_spec_drift)
+    parsers = command(spec_sub, "parsers", "record specs/parsers.yaml's rows from vLLM's own parsers",
+                      exits=(EXIT_OK, "1  a row differs from vLLM's answer, or rows are missing without --write",
+                             EXIT_USAGE),
+                      examples=["tokenspec spec parsers --configurations none+qwen3_coder --write",
+                                "tokenspec spec parsers   # re-record every row and report what differs"])
+    parsers.add_argument("--configurations", nargs="+", metavar="R+T",
+                         help="reasoning+tool parser pairs, e.g. qwen3+hermes none+qwen3_coder (default: all)")
+    parsers.add_argument("--shapes", nargs="+", metavar="SHAPE", help="only these shapes (default: all)")
+    parsers.add_argument("--write", action="store_true", help="add the missing rows to specs/parsers.yaml")
+    parsers.set_defaults(handler=_spec_parsers)
