@@ -7,15 +7,17 @@ byte-level pieces instead of the added token, and the markup must still be recog
 from tokenspec.harness.frontend.parsers.hermes import HermesToolParser
 from tokenspec.harness.frontend.parsers.llama3_json import Llama3JsonToolParser
 from tokenspec.harness.frontend.parsers.output import OutputParser, ParsedMessage
+from tokenspec.harness.frontend.parsers.qwen3_coder import Qwen3CoderToolParser
 from tokenspec.harness.frontend.parsers.think import DeepSeekR1ReasoningParser, ThinkReasoningParser
 
 REASONING_PARSERS: dict[str, type[ThinkReasoningParser]] = {
     "qwen3": ThinkReasoningParser,
     "deepseek_r1": DeepSeekR1ReasoningParser,
 }
-TOOL_PARSERS: dict[str, type[HermesToolParser] | type[Llama3JsonToolParser]] = {
+TOOL_PARSERS: dict[str, type[HermesToolParser] | type[Llama3JsonToolParser] | type[Qwen3CoderToolParser]] = {
     "hermes": HermesToolParser,
     "llama3_json": Llama3JsonToolParser,
+    "qwen3_coder": Qwen3CoderToolParser,
 }
 
 __all__ = ["REASONING_PARSERS", "TOOL_PARSERS", "OutputParser", "ParsedMessage"]

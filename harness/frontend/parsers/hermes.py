@@ -62,6 +62,11 @@ class HermesToolParser:
     _names: list[str | None] = field(default_factory=list)
     _args_sent: list[str] = field(default_factory=list)
 
+    @classmethod
+    def for_request(cls, chat_request: dict[str, Any], reasoning: Any) -> HermesToolParser:
+        """The parser of one response (this markup needs nothing of the request)."""
+        return cls()
+
     def extract(self, text: str) -> tuple[str | None, list[dict[str, str]]]:
         """(content, [{"name", "arguments"}]) for a whole output."""
         if TOOL_START not in text:

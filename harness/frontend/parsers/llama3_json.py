@@ -222,6 +222,11 @@ class Llama3JsonToolParser:
     _content_sent: int = 0
     _is_content: bool = False  # decided: the text can no longer parse as tool calls
 
+    @classmethod
+    def for_request(cls, chat_request: dict[str, Any], reasoning: Any) -> Llama3JsonToolParser:
+        """The parser of one response (this markup needs nothing of the request)."""
+        return cls()
+
     def extract(self, text: str) -> tuple[str | None, list[dict[str, str]]]:
         """(content, [{"name", "arguments"}]) for a whole output."""
         if BOT not in text and "{" not in text:

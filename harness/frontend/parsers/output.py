@@ -35,7 +35,7 @@ class OutputParser:
         kwargs = chat_request.get("chat_template_kwargs") or {}
         self.reasoning = reasoning_cls(kwargs) if reasoning_cls is not None else None
         tools_on = bool(chat_request.get("tools")) and chat_request.get("tool_choice") != "none"
-        self.tools = tool_cls() if tool_cls is not None and tools_on else None
+        self.tools = tool_cls.for_request(chat_request, reasoning_cls) if tool_cls and tools_on else None
 
     def parse(self, text: str) -> ParsedMessage:
         reasoning, content = self.reasoning.split(text) if self.reasoning else (None, text)

@@ -21,6 +21,9 @@ class ThinkReasoningParser:
     """Splits text into (reasoning, content); ``feed`` gives the same split incrementally."""
 
     MARKERS = (THINK_START, THINK_END)  # texts the parser must see, even when they are special tokens
+    #: vLLM 0.32 runs qwen3 reasoning on the same parser engine as its engine-based tool parsers (qwen3_coder),
+    #: which then keep their own content even when no call parsed (``Qwen3CoderToolParser``).
+    ENGINE_BASED = True
 
     def __init__(self, chat_template_kwargs: dict[str, Any] | None = None) -> None:
         self.enabled = (chat_template_kwargs or {}).get("enable_thinking", True) is not False
@@ -113,6 +116,8 @@ class DeepSeekR1ReasoningParser(ThinkReasoningParser):
     (tool-call markup inside reasoning stays reasoning), text after the first ``<think>`` is what is split,
     and later ``</think>`` strings stay in the content.
     """
+
+    ENGINE_BASED = False  # a parser of its own in vLLM 0.32
 
     TURN_BOUNDARIES = ()  # the whole prompt is scanned
 
