@@ -1,4 +1,4 @@
-"""The reference frontend against vLLM 0.32, per real model family (qwen3, llama3, deepseek-r1).
+"""The reference frontend against vLLM 0.32, per real model family (qwen3, llama3, deepseek-r1, qwen3-coder).
 
 For each family: the folder is built (harness/models), vLLM's render server runs on it with the family's
 parsers, and the frontend (in process) must answer like it: the same render (token ids, status,
@@ -29,17 +29,24 @@ from tokenspec.harness.frontend import FrontendConfig, create_app
 from tokenspec.harness.implementations import vllm
 from tokenspec.harness.loopback import running_app
 from tokenspec.harness.models.families import FAMILY_PARSERS
-from tokenspec.suite.builders import TOOL
+from tokenspec.specs.parser_families import table_request
 from tokenspec.suite.strategies import rich_conversations, text
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
-FAMILIES = ("qwen3", "llama3", "deepseek-r1")
+FAMILIES = ("qwen3", "llama3", "deepseek-r1", "qwen3-coder")
 _CALL = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
 _MARKUP = {
     "hermes": [f"<tool_call>\n{_CALL}\n</tool_call>",
                '<tool_call>\n{"name": "get_weather", "arguments": {"c</tool_call>'],
     "llama3_json": ['{"name": "get_weather", "parameters": {"city": "Paris"}}',
                     '{"name": "get_weather", "parameters": {"city": "Paris"}}; {"name": "get_time", "parameters": {}}'],
+    # whole calls and the pieces of one, so that drawn outputs also hold calls cut short, unclosed parameters,
+    # text between calls and values of every declared type of get_forecast (specs/parsers.yaml's request)
+    "qwen3_coder": ["<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n"
+                    "</tool_call>", "<tool_call>\n", "<function=get_forecast>\n", "<function=get_weather>",
+                    "<parameter=days>\n3\n</parameter>\n", "<parameter=ratio>\n2.0\n", "<parameter=note>\nnull\n",
+                    "<parameter=hours>\n[1, 2]\n</parameter>", "<parameter=metric>\nTrue\n</parameter>\n",
+                    "</function>\n", "</tool_call>", ">"],
 }
 
 
@@ -108,7 +115,7 @@ def test_derender_equals_vllm_on_100_outputs(family: Family) -> None:
         seen.append(1)
         request: dict = {"model": family.model, "messages": [{"role": "user", "content": "Weather?"}]}
         if family.tool:
-            request["tools"] = [TOOL]
+            request["tools"] = table_request(family.model, True, "thinking")["tools"]
         if thinking is False:
             request["chat_template_kwargs"] = {"enable_thinking": False}
         ids = family.tokenizer.encode(output, add_special_tokens=False).ids

@@ -1,4 +1,4 @@
-"""Tests for the real model families (tokenspec.harness.models): qwen3, llama3, deepseek-r1.
+"""Tests for the real model families (tokenspec.harness.models): qwen3, llama3, deepseek-r1, qwen3-coder.
 
 The outside oracle for each tokenizer is llama.cpp's own test vectors for the vocabulary it was built from
 (``ggml-vocab-<vocabulary>.gguf.inp``/``.out``: inputs and the ids llama.cpp expects, without BOS). The public
@@ -30,7 +30,7 @@ from tokenspec.harness.models import FAMILIES, FAMILY_NAMES, build, family, sour
 from tokenspec.harness.models import tiny as tinymodel
 from tokenspec.harness.models.build import FAMILY_FILES
 
-VECTORS = {"qwen3": "qwen2", "llama3": "llama-bpe", "deepseek-r1": "qwen2"}
+VECTORS = {"qwen3": "qwen2", "llama3": "llama-bpe", "deepseek-r1": "qwen2", "qwen3-coder": "qwen2"}
 REAL = list(FAMILIES)
 
 
@@ -89,6 +89,10 @@ PUBLIC_IDS = {
                "<|end_header_id|>": (128007, True), "<|eom_id|>": (128008, True), "<|eot_id|>": (128009, True),
                "<|python_tag|>": (128010, True), "<|reserved_special_token_3|>": (128011, True),
                "<|reserved_special_token_247|>": (128255, True)},
+    "qwen3-coder": {"<|endoftext|>": (151643, True), "<|im_start|>": (151644, True), "<|im_end|>": (151645, True),
+                    "<tool_call>": (151657, False), "</tool_call>": (151658, False),
+                    "<tool_response>": (151665, False), "</tool_response>": (151666, False),
+                    "<think>": (151667, False), "</think>": (151668, False)},
     "deepseek-r1": {"<\uff5cend\u2581of\u2581sentence\uff5c>": (151643, True), "<\uff5cUser\uff5c>": (151644, False),
                     "<\uff5cAssistant\uff5c>": (151645, False),
                     "<\uff5cbegin\u2581of\u2581sentence\uff5c>": (151646, True), "<|EOT|>": (151647, False),
@@ -101,6 +105,7 @@ PUBLIC_IDS = {
 SHAPE = {
     "qwen3": (151669, 151936, "Qwen3ForCausalLM", None, "<|im_end|>", "<|endoftext|>"),
     "llama3": (128256, 128256, "LlamaForCausalLM", "<|begin_of_text|>", "<|eot_id|>", None),
+    "qwen3-coder": (151669, 151936, "Qwen3ForCausalLM", None, "<|im_end|>", "<|endoftext|>"),
     "deepseek-r1": (151674, 151936, "Qwen2ForCausalLM", "<\uff5cbegin\u2581of\u2581sentence\uff5c>",
                     "<\uff5cend\u2581of\u2581sentence\uff5c>", "<\uff5cend\u2581of\u2581sentence\uff5c>"),
 }
@@ -111,6 +116,9 @@ GENERATION = {
                "temperature": 0.6, "top_p": 0.9},
     "deepseek-r1": {"bos_token_id": 151646, "do_sample": True, "eos_token_id": 151643, "temperature": 0.6,
                     "top_p": 0.95},
+    "qwen3-coder": {"bos_token_id": 151643, "do_sample": True, "eos_token_id": [151645, 151643],
+                    "pad_token_id": 151643, "repetition_penalty": 1.05, "temperature": 0.7, "top_k": 20,
+                    "top_p": 0.8},
 }
 
 
@@ -255,6 +263,7 @@ CHAT_EDGES = {
     "qwen3": ([151644, 8948, 198], [151645, 198, 151644, 77091, 198]),
     "llama3": ([128000, 128006, 9125, 128007, 271], [128009, 128006, 78191, 128007, 271]),
     "deepseek-r1": ([151646], [151645, 151648, 198, 151649]),  # <｜Assistant｜><think>\n</think> (vendored template)
+    "qwen3-coder": ([151644, 8948, 198], [151645, 198, 151644, 77091, 198]),  # as Qwen3, without a think block
 }
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenspec.harness.models.families import FAMILY_PARSERS
-from tokenspec.suite.builders import TOOL
+from tokenspec.specs.parser_families import table_request
 from tokenspec.suite.render_oracle import RenderOracle
 from tokenspec.transport import Transport
 
@@ -30,6 +30,7 @@ from tokenspec.transport import Transport
 DIALECT_CASES = 40
 _CALL = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
 _CALL2 = '{"name": "get_weather", "arguments": {"city": "Oslo"}}'
+_XML_CALL = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"
 #: Generated texts per tool-call markup family; reasoning shapes are shared.
 _TOOL_OUTPUTS: dict[str, list[tuple[str, str]]] = {
     "hermes": [
@@ -38,6 +39,18 @@ _TOOL_OUTPUTS: dict[str, list[tuple[str, str]]] = {
         ("content-then-tool", f"Sure.<tool_call>\n{_CALL}\n</tool_call>"),
         ("malformed-tool-json", '<tool_call>\n{"name": "get_weather", "arguments": {"city": </tool_call>'),
         ("tool-unicode-args", '<tool_call>\n{"name": "get_weather", "arguments": {"city": "東京 😀"}}\n</tool_call>'),
+    ],
+    "qwen3_coder": [
+        ("tool", _XML_CALL),
+        ("two-tools", f"{_XML_CALL}\n<tool_call>\n<function=get_forecast>\n<parameter=city>\nOslo\n</parameter>\n"
+                      "<parameter=days>\n2\n</parameter>\n</function>\n</tool_call>"),
+        ("content-then-tool", f"Sure.\n\n{_XML_CALL}"),
+        ("typed-args", "<tool_call>\n<function=get_forecast>\n<parameter=city>\nOslo\n</parameter>\n"
+                       "<parameter=days>\n3\n</parameter>\n<parameter=ratio>\n0.5\n</parameter>\n<parameter=metric>\n"
+                       "false\n</parameter>\n<parameter=hours>\n[6, 12]\n</parameter>\n<parameter=options>\n"
+                       '{"unit": "C"}\n</parameter>\n<parameter=note>\nnull\n</parameter>\n</function>\n</tool_call>'),
+        ("unclosed-parameter", "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis"),
+        ("tool-unicode-args", _XML_CALL.replace("Paris", "東京 😀")),
     ],
     "llama3_json": [
         ("tool-parameters", '{"name": "get_weather", "parameters": {"city": "Paris"}}'),
@@ -217,12 +230,7 @@ def derender_cases(oracle: RenderOracle, model: str, family: str, vllm_url: str,
             for finish_name, finish in finishes:
                 if finish_name == "length" and variant == "thinking-off" and reasoning_parser:
                     continue  # enough coverage of length with thinking on
-                request: dict[str, Any] = {"model": model,
-                                           "messages": [{"role": "user", "content": "Weather in Paris?"}]}
-                if tool_parser:
-                    request["tools"] = [TOOL]
-                if variant == "thinking-off":
-                    request["chat_template_kwargs"] = {"enable_thinking": False}
+                request = table_request(model, tool_parser is not None, variant)  # specs/parsers.yaml's
                 n = 2 if shape == "plain" and finish == "stop" else 1
                 choices = [{"index": k, "token_ids": ids, "finish_reason": finish} for k in range(n)]
                 body = {"model": model, "generate_response": {"request_id": "golden", "choices": choices},
