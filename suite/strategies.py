@@ -8,6 +8,7 @@ where detokenizers break, and Unicode normalisation is where renderers quietly c
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from hypothesis import strategies as st
@@ -215,3 +216,36 @@ def responses_requests(draw: st.DrawFn) -> dict[str, Any]:
     if thinking is not None:
         body["chat_template_kwargs"] = {"enable_thinking": thinking}
     return body
+
+
+# -- parameter-element tool calls (qwen3_coder's XML markup) ------------------------------------------------------
+
+_ENDS_A_VALUE = re.compile(r"<\s*/?\s*parameter\s*[=>]|</function>|</think>|<\|")
+
+
+def _value_text(value: str) -> bool:
+    """Text that stays one parameter's value: no closing or next parameter tag, no end of the call, no end of a
+    think block (deleted where a reasoning parser runs), no special-token spelling."""
+    return not _ENDS_A_VALUE.search(value)
+
+
+_PARAMETER_TEXT = st.one_of(text, st.sampled_from(["<b>Paris</b> & <i>Lyon</i>", "a > b", "  padded  ", "\n\nx\n"]))
+#: get_forecast's parameters (specs/parsers.yaml's request): name -> (text written in the markup, expected value).
+#: The expectation is DERENDER-028's reading of the text as the declared type, written out per type here.
+forecast_parameters = st.fixed_dictionaries(
+    {"city": _PARAMETER_TEXT.filter(_value_text).map(lambda t: (t, t))},
+    optional={
+        "days": st.integers(-10**12, 10**12).map(lambda n: (str(n), n)),
+        "ratio": st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.integers(-999, 999)).map(
+            lambda x: (repr(x), int(x) if float(x).is_integer() else x)),
+        "metric": st.sampled_from([("true", True), ("false", False), ("True", True), ("FALSE", False),
+                                   ("1", True), ("0", False)]),
+        "hours": st.lists(st.integers(0, 23), max_size=4).map(lambda h: (json.dumps(h), h)),
+        "options": st.dictionaries(st.sampled_from(["unit", "lang", "days"]),
+                                   st.one_of(st.integers(), st.booleans(), text), max_size=3).map(
+            lambda d: (json.dumps(d, ensure_ascii=False), d)),
+        "note": st.one_of(st.sampled_from(["null", "NULL", "Null"]).map(lambda t: (t, None)),
+                          _PARAMETER_TEXT.filter(_value_text).filter(lambda t: t.lower() != "null").map(
+                              lambda t: (t, t))),
+    },
+)

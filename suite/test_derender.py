@@ -283,6 +283,36 @@ def test_tool_call_arguments_keep_every_json_type(api, target, codec, capabiliti
     assert got == want, f"[DERENDER-027] the markup's arguments {written} came back as {raw}"
 
 
+@pytest.mark.req("DERENDER-028")
+@given(parameters=strategies.forecast_parameters)
+def test_parameter_elements_take_their_declared_types(api, target, codec, capabilities, parameters) -> None:
+    """Where the configured tool parser reads xml-typed (parameter elements) as one call, a call of get_forecast
+    with drawn values of every declared type comes back with each value read as its type (DERENDER-028; the
+    expectation is the drawn value, never the target's reading of the text)."""
+    cases = [(s, v) for s, v in tool_call_shapes(capabilities) if s == "xml-typed"]
+    if not cases:
+        not_tested("specs/parsers.yaml gives no call for parameter-element markup (xml-typed) under the target's"
+                   " parser configuration")
+    shape, variant = cases[0]
+    assume(all(strategies._value_text(written) for written, _ in parameters.values()))
+    body = "".join(f"<parameter={key}>\n{written}\n</parameter>\n" for key, (written, _) in parameters.items())
+    text = f"<tool_call>\n<function=get_forecast>\n{body}</function>\n</tool_call>"
+    ids = codec.encode(text)
+    assume(codec.decode(ids) == text)
+    message = derender_choice(api, target.model, capabilities, ids, variant)["message"]
+    calls = message.get("tool_calls") or []
+    assert len(calls) == 1, f"[DERENDER-028] {text!r} ({variant}) gave {len(calls)} calls"
+    raw = calls[0]["function"].get("arguments")
+    try:
+        parsed = json.loads(raw)
+    except (TypeError, ValueError):
+        parsed = {"<not JSON>": raw}
+    want = {key: value for key, (_, value) in parameters.items()}
+    assert json.dumps(parsed, sort_keys=True, ensure_ascii=False) == json.dumps(want, sort_keys=True,
+                                                                                ensure_ascii=False), (
+        f"[DERENDER-028] parameters {json.dumps(want, ensure_ascii=False)} came back as {raw}")
+
+
 @pytest.mark.req("DERENDER-022")
 @pytest.mark.parametrize("path", [CHAT, COMPLETIONS])
 @pytest.mark.parametrize("keep", [False, True], ids=["cut", "include_stop_str"])

@@ -424,6 +424,44 @@ def _stringify_argument_values(message: dict[str, Any]) -> None:
             function["arguments"] = json.dumps({k: v if isinstance(v, str) else str(v) for k, v in arguments.items()})
 
 
+def _edit_arguments(edit: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    """A message edit that applies ``edit`` to each call's decoded arguments object and writes it back."""
+    def message_edit(message: dict[str, Any]) -> None:
+        for call in _tool_calls(message):
+            function = call.get("function") or {}
+            try:
+                arguments = json.loads(function.get("arguments") or "")
+            except (TypeError, ValueError):
+                continue
+            if isinstance(arguments, dict):
+                edit(arguments)
+                function["arguments"] = json.dumps(arguments, ensure_ascii=False)
+    return message_edit
+
+
+def _last_parameter_lost(arguments: dict[str, Any]) -> None:
+    if len(arguments) > 1:
+        arguments.pop(list(arguments)[-1])
+
+
+def _values_as_text(arguments: dict[str, Any]) -> None:
+    for key, value in arguments.items():
+        if not isinstance(value, str):
+            arguments[key] = json.dumps(value, ensure_ascii=False)
+
+
+def _values_stripped(arguments: dict[str, Any]) -> None:
+    for key, value in arguments.items():
+        if isinstance(value, str):
+            arguments[key] = value.strip()
+
+
+def _nested_markup_cut(arguments: dict[str, Any]) -> None:
+    for key, value in arguments.items():
+        if isinstance(value, str) and "<" in value:
+            arguments[key] = value[: value.index("<")]
+
+
 def _keep_stop_strings(request: dict[str, Any]) -> None:
     responses = [request.get("generate_response"), *(request.get("generate_responses") or [])]
     if any(isinstance(c.get("stop_reason"), str) for r in responses for c in choices(r)):
@@ -781,6 +819,23 @@ CATALOGUE: tuple[Defect, ...] = (
            "a parser that reads the markup with a regex and writes every argument value back as a string"
            " ({\"n\": 3, \"ok\": true} becomes {\"n\": \"3\", \"ok\": \"True\"})",
            on_response=edit_answer((CHAT_DERENDER,), _all_messages_edit(_stringify_argument_values), stream=False)),
+    # parameter-element markup (qwen3_coder): bugs only a text-per-parameter parser can have
+    Defect("derender-xml-last-parameter-lost", "derender", ("DERENDER-028",),
+           "a parameter regex that needs the next tag to end a value drops each call's last parameter",
+           on_response=edit_answer((CHAT_DERENDER,), _all_messages_edit(_edit_arguments(_last_parameter_lost)),
+                                   stream=False), families=("qwen3-coder",)),
+    Defect("derender-xml-schema-ignored", "derender", ("DERENDER-028",),
+           "a parser that never reads the request's tool schema, so every parameter stays its text (3 as \"3\")",
+           on_response=edit_answer((CHAT_DERENDER,), _all_messages_edit(_edit_arguments(_values_as_text)),
+                                   stream=False), families=("qwen3-coder",)),
+    Defect("derender-xml-values-stripped", "derender", ("DERENDER-028",),
+           "values stripped of all surrounding whitespace instead of the one newline the template wraps them in",
+           on_response=edit_answer((CHAT_DERENDER,), _all_messages_edit(_edit_arguments(_values_stripped)),
+                                   stream=False), families=("qwen3-coder",)),
+    Defect("derender-xml-nested-markup-cut", "derender", ("DERENDER-028", "DERENDER-001"),
+           "an XML parser that ends a value at the first tag inside it (<b>Paris</b> becomes empty)",
+           on_response=edit_answer((CHAT_DERENDER,), _all_messages_edit(_edit_arguments(_nested_markup_cut)),
+                                   stream=False), families=("qwen3-coder",)),
     Defect("derender-keeps-stop-string", "derender", ("DERENDER-022",),
            "the stop string the engine matched stays in the text (vLLM 0.32's derender shipped this)",
            on_request=edit_request(DERENDERS, _keep_stop_strings)),
