@@ -35,8 +35,14 @@ def running_app(app: object, timeout: float = 20.0, health: str | None = "/healt
             if not thread.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError(f"the server did not start on {url}")
             time.sleep(0.05)
-        if health is not None:
-            status = httpx.get(f"{url}{health}", timeout=5, verify=not tls).status_code  # our own loopback server
+        if health is not None:  # our own loopback server; on a loaded machine one poll may time out
+            while True:
+                try:
+                    status = httpx.get(f"{url}{health}", timeout=5, verify=not tls).status_code
+                    break
+                except httpx.TimeoutException:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"{url}{health} did not answer within {timeout} s") from None
             if status != 200:
                 raise RuntimeError(f"{url}{health} answered {status}")
         yield url

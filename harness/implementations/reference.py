@@ -127,6 +127,28 @@ def serve_reference(args: argparse.Namespace) -> int:
 PROFILE = REPORTS_DIR / "profiles" / "reference-server.yaml"
 
 
+def reference_profile(tool_parser: str | None, reasoning_parser: str | None) -> Path:
+    """The reference server's profile for a parser configuration: the committed one (hermes + qwen3), or a copy
+    in the cache declaring the other parsers and what follows from them (no tool parser: the frontend refuses
+    tools; no reasoning parser: no reasoning), so a family's campaign or matrix cell is held to its parsers
+    instead of leaving them to the probe."""
+    tool = None if tool_parser in (None, "none") else tool_parser
+    reasoning = None if reasoning_parser in (None, "none") else reasoning_parser
+    if (tool, reasoning) == (TOOL_PARSER, REASONING_PARSER):
+        return PROFILE
+    import yaml
+
+    profile = yaml.safe_load(PROFILE.read_text(encoding="utf-8"))
+    profile["parsers"] = {"reasoning": reasoning or "none", "tool": tool or "none"}
+    profile["features"].update({"tools": tool is not None, "tool-parsing": tool is not None,
+                                "reasoning": reasoning is not None})
+    out = vllm.cache_dir() / "profiles" / f"reference-server-{reasoning or 'none'}+{tool or 'none'}.yaml"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(f"# Generated from {PROFILE.name} for these parsers (harness/implementations/reference.py)\n"
+                   + yaml.safe_dump(profile, sort_keys=False), encoding="utf-8")
+    return out
+
+
 class Reference:
     """tokenspec's own reference server as a matrix entry: the frontend is the target (render, derender,
     utilities and the checked generate route); the vLLM engine behind it is the parity reference."""
@@ -150,10 +172,9 @@ class Reference:
                                  + vllm.engine_args(MAX_MODEL_LEN))
         frontend = frontend_process(config.model_dir, config.served_model_name, engine.url, vllm.free_port(),
                                     tool_parser=config.tool_parser, reasoning_parser=config.reasoning_parser)
-        # The committed profile declares hermes + qwen3; for other parsers the probe decides.
-        declared = (config.tool_parser, config.reasoning_parser) == (TOOL_PARSER, REASONING_PARSER)
         deployment = Deployment(self.name, __version__, "cpu", target=frontend.url, engine=None,
-                                reference=engine.url, profile=PROFILE if declared and PROFILE.is_file() else None,
+                                reference=engine.url,
+                                profile=reference_profile(config.tool_parser, config.reasoning_parser),
                                 roles=f"tokenspec frontend (render, derender, gateway) as target; the vLLM"
                                       f" {install.version()} engine behind it as parity reference")
         return started(deployment, engine, frontend)

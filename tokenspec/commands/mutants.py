@@ -53,16 +53,10 @@ def _mutants(args: argparse.Namespace) -> int:
 
 def _mutants_on_the_reference_server(args: argparse.Namespace, defects: list) -> int:
     """No --target: judge the suite on the bundled reference server, on the tiny model or a real family served
-    with that family's parsers (and the reference server's profile where it declares those parsers)."""
+    with that family's parsers and the reference server's profile declaring them."""
     import json
 
-    from tokenspec.harness.implementations.reference import (
-        PROFILE,
-        REASONING_PARSER,
-        TOOL_PARSER,
-        ReferenceServer,
-        default_model,
-    )
+    from tokenspec.harness.implementations.reference import ReferenceServer, default_model, reference_profile
     from tokenspec.harness.models.families import FAMILY_PARSERS
     from tokenspec.harness.mutants.campaign import Options, run_campaign
 
@@ -74,7 +68,7 @@ def _mutants_on_the_reference_server(args: argparse.Namespace, defects: list) ->
         model_dir = family_folder(args.family)
     name = json.loads((model_dir / "tokenspec-model.json").read_text())["name"]
     tool, reasoning = FAMILY_PARSERS[args.family]
-    profile = str(PROFILE) if (tool, reasoning) == (TOOL_PARSER, REASONING_PARSER) else None
+    profile = str(reference_profile(tool, reasoning))
     with ReferenceServer(model_dir, name, tool_parser=tool, reasoning_parser=reasoning) as server:
         assert server.frontend is not None and server.engine is not None
         options = Options(server.frontend.url, None, server.engine.url, str(model_dir), profile, None,
