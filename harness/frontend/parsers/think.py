@@ -134,8 +134,13 @@ class DeepSeekR1ReasoningParser(ThinkReasoningParser):
         return reasoning or None, content or None
 
     def feed(self, delta: str, finished: bool = False) -> tuple[str, str]:
-        """The split of everything seen so far, less a tail that may still become a marker; emit what is new."""
+        """The split of everything seen so far, less a tail that may still become a marker; emit what is new.
+
+        Until a ``<think>`` has been seen nothing is sent: one arriving later restarts the split after it (the
+        whole answer drops the text before it), and what was sent cannot be taken back (STREAM-008)."""
         self._text += delta
+        if not finished and THINK_START not in self._text:
+            return "", ""
         hold = 0 if finished else max(partial_suffix(self._text, t) for t in (THINK_START, THINK_END))
         reasoning, content = self.split(self._text[: len(self._text) - hold])
         reasoning, content = reasoning or "", content or ""
