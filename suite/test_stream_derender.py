@@ -1,7 +1,8 @@
-"""Streaming derender: one JSON POST per generate chunk, the client carrying stream_state (STREAM-007..016)."""
+"""Streaming derender: one JSON POST per generate chunk, the client carrying stream_state (STREAM-007..018)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -9,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tokenspec.specs.openapi import component_validator, load_document
+from tokenspec.specs.parser_families import shapes
 from tokenspec.suite import strategies
 from tokenspec.suite.builders import (
     chat_derender,
@@ -19,6 +21,7 @@ from tokenspec.suite.builders import (
     plain_chat_request,
     visible_text,
 )
+from tokenspec.suite.derender_checks import derender_request, tool_call_shapes
 from tokenspec.suite.gating import not_tested
 from tokenspec.suite.probe import WINDOWS
 
@@ -142,6 +145,53 @@ def test_chat_stream_splits_reasoning_like_the_whole_answer(api, target, codec, 
         f"streamed content {streamed_content!r} != non-stream content {whole.get('content')!r}")
     assert streamed_reasoning == (whole.get("reasoning") or whole.get("reasoning_content") or ""), (
         f"streamed reasoning {streamed_reasoning!r} != non-stream reasoning")
+
+
+def _calls(calls: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """(name, arguments as canonical JSON, or as sent where they are not JSON) of each call."""
+    out = []
+    for name, arguments in calls:
+        try:
+            arguments = json.dumps(json.loads(arguments), sort_keys=True, ensure_ascii=False)
+        except (TypeError, ValueError):
+            pass
+        out.append((name, arguments))
+    return out
+
+
+@pytest.mark.req("STREAM-018")
+@given(data=st.data())
+def test_chat_stream_gives_the_whole_answers_tool_calls(api, target, codec, capabilities, data) -> None:
+    """Each table shape the target's parsers turn into tool calls (specs/parsers.yaml), streamed in drawn chunks
+    under the table's request: the calls assembled from the deltas, and the content and reasoning, are the
+    non-stream answer's."""
+    capabilities.require("chat-stream-derender")
+    cases = tool_call_shapes(capabilities)
+    if not cases:
+        not_tested("specs/parsers.yaml specifies no tool call for the target's parser configuration")
+    shape, variant = data.draw(st.sampled_from(cases), label="shape")
+    ids = codec.encode(shapes()[shape])
+    cuts = data.draw(st.lists(st.integers(1, max(1, len(ids) - 1)), max_size=6), label="cuts")
+    request = derender_request(capabilities, target.model, variant)
+    whole = api.post_ok(CHAT, chat_derender(target.model, generate_response(choice(ids)),
+                                            chat_request=request))["choices"][0]["message"]
+    answers = stream_derender(api, target.model, CHAT, split(ids, cuts, data.draw(st.booleans())),
+                              chat_request=request)
+    content, reasoning, calls = "", "", {}
+    for delta in (ch.get("delta") or {} for a in answers for ch in a["chunk"]["choices"]):
+        content += delta.get("content") or ""
+        reasoning += delta.get("reasoning") or delta.get("reasoning_content") or ""
+        for call in delta.get("tool_calls") or []:
+            function = call.get("function") or {}
+            name, arguments = calls.get(call.get("index"), ("", ""))
+            calls[call.get("index")] = (name + (function.get("name") or ""),
+                                        arguments + (function.get("arguments") or ""))
+    streamed = _calls([calls[i] for i in sorted(calls, key=lambda i: (i is None, i or 0))])
+    wanted = _calls([(c["function"]["name"], c["function"]["arguments"]) for c in whole.get("tool_calls") or []])
+    assert streamed == wanted, f"{shape!r} ({variant}) streamed tool calls {streamed} != non-stream {wanted}"
+    assert (content, reasoning) == (whole.get("content") or "", whole.get("reasoning") or whole.get(
+        "reasoning_content") or ""), f"{shape!r} ({variant}) streamed content/reasoning {(content, reasoning)!r} !="\
+        f" non-stream {(whole.get('content'), whole.get('reasoning'))!r}"
 
 
 @pytest.mark.req("STREAM-009")

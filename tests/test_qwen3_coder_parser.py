@@ -23,7 +23,8 @@ REQUEST = table_request("m", True, "thinking")
 PIECES = st.one_of(
     st.sampled_from([text for name, text in shapes().items() if name.startswith(("xml-", "think"))]),
     st.sampled_from(["<tool_call>", "</tool_call>", "<function=get_forecast>", "<function=", "</function>", ">",
-                     "<parameter=days>", "\n3\n", "</parameter>", "<think>", "</think>", "\n", "  ", "<tool", "_call>"]),
+                     "<parameter=days>", "\n3\n", "</parameter>", "<think>", "</think>", "\n", "  ", "<tool",
+                     "_call>"]),
     st.text(alphabet="ab <>/=\n", max_size=6),
 )
 OUTPUTS = st.lists(PIECES, min_size=1, max_size=8).map("".join)
@@ -40,7 +41,7 @@ def _streamed(text: str, cuts: list[int], reasoning: type | None) -> tuple:
     parser = OutputParser(reasoning, Qwen3CoderToolParser, REQUEST)
     bounds = [0, *sorted(set(cuts)), len(text)]
     reasoning_text, content, calls = "", "", {}
-    for i, (start, end) in enumerate(zip(bounds, bounds[1:])):
+    for i, (start, end) in enumerate(zip(bounds, bounds[1:], strict=False)):
         delta = parser.feed(text[start:end], finished=i == len(bounds) - 2)
         reasoning_text += delta.reasoning
         content += delta.content

@@ -117,7 +117,8 @@ def record(configs: Iterable[tuple[str | None, str | None]], wanted: Iterable[st
         folder = recording_folder(tool, work)
         model = json.loads((folder / "tokenspec-model.json").read_text())["name"]
         tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        def encode(text: str) -> list[int]:
+
+        def encode(text: str, tokenizer: Tokenizer = tokenizer) -> list[int]:
             return tokenizer.encode(text, add_special_tokens=False).ids
         name = configuration(reasoning, tool)
         rows = expect.setdefault(name, {})
