@@ -130,3 +130,44 @@ def test_unreachable_engine_is_502(model_dir) -> None:
         _error(httpx.post(f"{url}/v1/chat/completions", json=CHAT, timeout=10), 502)
         _error(httpx.post(f"{url}/inference/v1/generate", json={"token_ids": [1, 2], "sampling_params": {}},
                           timeout=10), 502)
+
+
+def _resetting_engine(answers: list[bytes]) -> tuple[str, threading.Thread]:
+    """TEST DOUBLE of an engine on a raw socket: the first connection is reset (RST) once its request has arrived,
+    as a server drops a pooled keep-alive connection under a request; later ones get ``answers[0]``."""
+    import socket
+    import struct
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+
+    def serve() -> None:
+        for n in range(2):
+            conn, _ = listener.accept()
+            conn.recv(65536)
+            if n == 0:
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            else:
+                conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
+                             + str(len(answers[0])).encode() + b"\r\nconnection: close\r\n\r\n" + answers[0])
+            conn.close()
+        listener.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return f"http://127.0.0.1:{listener.getsockname()[1]}", thread
+
+
+def test_a_connection_the_engine_resets_before_answering_is_sent_once_more(model_dir) -> None:
+    answer = json.dumps({"request_id": "x", "choices": [{"index": 0, "token_ids": [35, 398, 13],
+                                                         "finish_reason": "length"}]}).encode()
+    engine_url, thread = _resetting_engine([answer])
+    config = FrontendConfig(model_dir=model_dir, served_model_name=DEFAULT_MODEL_NAME, tool_parser="hermes",
+                            reasoning_parser="qwen3", engine_url=engine_url, engine_timeout=5.0)
+    with running_frontend(config) as url:
+        body = {**CHAT, "chat_template_kwargs": {"enable_thinking": False}}
+        resp = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=30)
+    thread.join(timeout=5)
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["choices"][0]["message"]["content"]

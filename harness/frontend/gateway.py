@@ -73,11 +73,12 @@ class Gateway:
 
     async def _post(self, path: str, request: dict[str, Any], *, stream: bool = False) -> httpx.Response:
         """One call to the engine; an engine that is slow or unreachable becomes a 504 or 502 for the client. A
-        connection the engine closed before answering (a pooled one it dropped) is tried once more, on a new one."""
+        connection the engine closed or reset before answering (a pooled one it dropped: RemoteProtocolError, or
+        ReadError when the reset reaches the read first, seen in a matrix run) is tried once more, on a new one."""
         try:
             try:
                 return await self.client.send(self.client.build_request("POST", path, json=request), stream=stream)
-            except (httpx.RemoteProtocolError, httpx.ConnectError):
+            except (httpx.RemoteProtocolError, httpx.ConnectError, httpx.ReadError):
                 return await self.client.send(self.client.build_request("POST", path, json=request), stream=stream)
         except httpx.TimeoutException as exc:
             raise ApiError(f"the engine did not answer in time: {type(exc).__name__}", status=504,
