@@ -248,3 +248,9 @@ def _is_stream(body: Any) -> bool:
 def not_tested(reason: str) -> NoReturn:
     """End the running test as not tested: a precondition of its check did not hold in this run."""
     pytest.skip(NOT_TESTED_PREFIX + reason)
+
+
+def unsupported(reason: str) -> NoReturn:
+    """End the running test as unsupported: what it checks does not exist in the target's known configuration
+    (a markup its parser does not read), so there is nothing to judge rather than something left unjudged."""
+    pytest.skip(UNSUPPORTED_PREFIX + reason)

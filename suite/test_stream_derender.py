@@ -165,7 +165,7 @@ def test_chat_stream_gives_the_whole_answers_tool_calls(api, target, codec, capa
     """Each table shape the target's parsers turn into tool calls (specs/parsers.yaml), streamed in drawn chunks
     under the table's request: the calls assembled from the deltas, and the content and reasoning, are the
     non-stream answer's."""
-    capabilities.require("chat-stream-derender")
+    capabilities.require("chat-stream-derender", "tool-parsing")
     cases = tool_call_shapes(capabilities)
     if not cases:
         not_tested("specs/parsers.yaml specifies no tool call for the target's parser configuration")
