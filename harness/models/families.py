@@ -19,7 +19,7 @@ Only the weights are not real: random, with the tiny dims of ``tokenspec.harness
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 __all__ = ["FAMILIES", "FAMILY_NAMES", "AddedTokenSpec", "FamilySpec", "family"]
 
@@ -154,24 +154,12 @@ QWEN3 = FamilySpec(
 
 # --- qwen3-coder (Qwen3-Coder-30B-A3B-Instruct) --------------------------------------------------------------------
 
-QWEN3_CODER = FamilySpec(
+QWEN3_CODER = replace(
+    QWEN3,  # the same tokenizer: vocabulary, merges, pipeline and added tokens
     name="qwen3-coder",
     model="Qwen/Qwen3-Coder-30B-A3B-Instruct",
-    vocabulary="qwen2",
-    base_vocab_size=151643,
     template="Qwen3-Coder.jinja",
-    split_regex=QWEN2_SPLIT,
-    normalizer={"type": "NFC"},
-    pre_tokenizer_trim_offsets=False,
-    ignore_merges=False,
-    bos_post_processor=None,
-    byte_level_post_processor=True,
-    post_processor_byte_level_style="qwen",
-    decoder_style="qwen",
-    bpe_affixes="",
-    added_tokens=QWEN3.added_tokens,
     tokenizer_config={**QWEN3.tokenizer_config, "model_max_length": 1048576},
-    special_tokens_map=QWEN3.special_tokens_map,
     generation_config={
         "bos_token_id": 151643,
         "do_sample": True,
@@ -182,8 +170,6 @@ QWEN3_CODER = FamilySpec(
         "top_k": 20,
         "top_p": 0.8,
     },
-    architecture="Qwen3ForCausalLM",
-    vocab_size=151936,
     config={"bos_token_id": 151643, "eos_token_id": 151645, "max_position_embeddings": 262144,
             "rope_theta": 10000000.0, "transformers_version": "4.51.0"},
 )

@@ -413,17 +413,6 @@ def _arguments_as_object(message: dict[str, Any]) -> None:
             pass
 
 
-def _stringify_argument_values(message: dict[str, Any]) -> None:
-    for call in _tool_calls(message):
-        function = call.get("function") or {}
-        try:
-            arguments = json.loads(function.get("arguments") or "")
-        except (TypeError, ValueError):
-            continue
-        if isinstance(arguments, dict):
-            function["arguments"] = json.dumps({k: v if isinstance(v, str) else str(v) for k, v in arguments.items()})
-
-
 def _edit_arguments(edit: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
     """A message edit that applies ``edit`` to each call's decoded arguments object and writes it back."""
     def message_edit(message: dict[str, Any]) -> None:
@@ -437,6 +426,12 @@ def _edit_arguments(edit: Callable[[dict[str, Any]], None]) -> Callable[[dict[st
                 edit(arguments)
                 function["arguments"] = json.dumps(arguments, ensure_ascii=False)
     return message_edit
+
+
+def _stringify_argument_values(arguments: dict[str, Any]) -> None:
+    for key, value in arguments.items():
+        if not isinstance(value, str):
+            arguments[key] = str(value)
 
 
 def _last_parameter_lost(arguments: dict[str, Any]) -> None:
@@ -818,7 +813,8 @@ CATALOGUE: tuple[Defect, ...] = (
     Defect("derender-stringifies-arguments", "derender", ("DERENDER-027",),
            "a parser that reads the markup with a regex and writes every argument value back as a string"
            " ({\"n\": 3, \"ok\": true} becomes {\"n\": \"3\", \"ok\": \"True\"})",
-           on_response=edit_answer((CHAT_DERENDER,), _all_messages_edit(_stringify_argument_values), stream=False)),
+           on_response=edit_answer((CHAT_DERENDER,), _all_messages_edit(_edit_arguments(_stringify_argument_values)),
+                                   stream=False)),
     # parameter-element markup (qwen3_coder): bugs only a text-per-parameter parser can have
     Defect("derender-xml-last-parameter-lost", "derender", ("DERENDER-028",),
            "a parameter regex that needs the next tag to end a value drops each call's last parameter",
