@@ -23,6 +23,8 @@ def tokenspec(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[s
 
 
 ABORT_TEST = "test_generate_extensions.py::test_abort_ends_a_streamed_generation"
+#: Markup the reference server's tool parser (hermes) does not read: nothing to exercise, so unsupported.
+OTHER_MARKUP_TEST = "test_derender.py::test_parameter_elements_take_their_declared_types"
 
 
 def read_report(folder: Path) -> dict:
@@ -50,9 +52,10 @@ def test_embedded_main_job_passes_at_must_and_should(tmp_path) -> None:
     # answered while the generation still ran (seen on 2 shared CPUs; the cause is not found yet).
     unexercised = [f"{t['nodeid']} {t['outcome']}: {t['message'][:300]}" for t in report["tests"]
                    if t["outcome"] not in ("passed", "failed", "error", "xfailed", "xpassed")
-                   and not (t["nodeid"] == ABORT_TEST and "tries the engine answered no abort" in t["message"])]
-    assert summary["unsupported"] == 0 and not unexercised, "every capability must be exercised: " + "; ".join(
-        unexercised)
+                   and not (t["nodeid"] == ABORT_TEST and "tries the engine answered no abort" in t["message"])
+                   and not (t["nodeid"] == OTHER_MARKUP_TEST and t["outcome"] == "unsupported"
+                            and "(hermes) reads no parameter elements" in t["message"])]
+    assert not unexercised, "every capability must be exercised: " + "; ".join(unexercised)
     assert any(t["nodeid"].startswith("test_profile.py") and t["outcome"] == "passed" for t in report["tests"]), \
         "the reference server's profile is checked claim by claim"
     assert summary["by_level"]["MUST"]["failed"] == 0 and summary["by_level"]["SHOULD"]["failed"] == 0
