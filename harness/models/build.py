@@ -6,6 +6,8 @@ What ``build_family`` writes into the folder:
   pre-tokenizer, post-processor, byte-level decoder) around a byte-level BPE model whose vocabulary (ids
   ``0 .. base_vocab_size-1``) and merges are read from llama.cpp's vocab-only GGUF. The GGUF's own control and
   ``[PAD…]`` tokens past the base vocabulary are dropped; the family's real added tokens take their public ids.
+  A byte-fallback family (Gemma) keeps every GGUF token: its added tokens are the GGUF's control and
+  user-defined ones, at their ids inside the vocabulary.
 - ``tokenizer_config.json`` (with ``added_tokens_decoder`` and the chat template inline),
   ``special_tokens_map.json``, and ``chat_template.jinja``: the vendored template, byte for byte.
 - ``config.json``: the family's architecture with the tiny dims of ``tinymodel`` and the real padded
@@ -50,7 +52,9 @@ FAMILY_FILES = (
     MARKER_FILE,
 )
 #: GGUF token types (llama.cpp's enum): 1 normal, 3 control, 4 user-defined, 6 byte.
-_GGUF_NORMAL = 1
+_GGUF_NORMAL, _GGUF_CONTROL, _GGUF_USER_DEFINED, _GGUF_BYTE = 1, 3, 4, 6
+#: The GGUF tokenizer models ``build`` can turn into a tokenizer.json.
+_GGUF_MODELS = ("gpt2", "gemma4")
 
 
 @functools.lru_cache(maxsize=4)
@@ -96,8 +100,8 @@ def _read_gguf(path: Path) -> tuple[tuple[str, ...], tuple[int, ...], tuple[str,
         types_field = reader.fields["tokenizer.ggml.token_type"]
         types = tuple(int(types_field.parts[i][0]) for i in types_field.data)
         model = bytes(reader.fields["tokenizer.ggml.model"].parts[-1]).decode("utf-8")
-    if model != "gpt2":
-        raise UsageError(f"{path} holds a {model!r} tokenizer, not a byte-level BPE ('gpt2') one")
+    if model not in _GGUF_MODELS:
+        raise UsageError(f"{path} holds a {model!r} tokenizer, not one of {', '.join(_GGUF_MODELS)}")
     return tokens, types, merges
 
 
@@ -121,8 +125,55 @@ def _template_processing(bos: str, bos_id: int) -> dict:
     }
 
 
+def _byte_fallback_document(spec: FamilySpec, added: list[dict]) -> dict:
+    """Gemma's pipeline: spaces to U+2581, BPE over raw UTF-8 with ``<0xNN>`` byte fallback, BOS post-processor."""
+    tokens, types, merges = read_vocabulary(spec.vocabulary)
+    if len(tokens) != spec.base_vocab_size:
+        raise UsageError(f"ggml-vocab-{spec.vocabulary}.gguf has {len(tokens)} tokens, not {spec.base_vocab_size}")
+    marked = {i for i, kind in enumerate(types) if kind in (_GGUF_CONTROL, _GGUF_USER_DEFINED)}
+    if marked != {t.id for t in spec.added_tokens} or any(tokens[t.id] != t.content for t in spec.added_tokens):
+        raise UsageError(f"ggml-vocab-{spec.vocabulary}.gguf: its control and user-defined tokens are not the "
+                         f"family's added tokens")
+    if any(kind not in (_GGUF_NORMAL, _GGUF_BYTE) for i, kind in enumerate(types) if i not in marked):
+        raise UsageError(f"ggml-vocab-{spec.vocabulary}.gguf has token types this pipeline does not know")
+    bos = spec.bos_post_processor
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": spec.normalizer,
+        "pre_tokenizer": None,
+        "post_processor": _template_processing(bos, spec.token_id(bos)) if bos else None,
+        "decoder": {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+            {"type": "ByteFallback"},
+            {"type": "Fuse"},
+        ]},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": "<unk>",
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": True,
+            "byte_fallback": True,
+            "ignore_merges": spec.ignore_merges,
+            "vocab": {token: i for i, token in enumerate(tokens)},
+            "merges": list(merges),
+        },
+    }
+
+
 def tokenizer_document(spec: FamilySpec) -> dict:
     """The family's ``tokenizer.json`` as a dict, in the key order of the public files."""
+    added = [
+        {"id": t.id, "content": t.content, "single_word": False, "lstrip": False, "rstrip": False,
+         "normalized": False, "special": t.special}
+        for t in spec.added_tokens
+    ]
+    if spec.pipeline == "byte-fallback":
+        return _byte_fallback_document(spec, added)
     tokens, types, merges = read_vocabulary(spec.vocabulary)
     base = spec.base_vocab_size
     if len(tokens) < base or any(t != _GGUF_NORMAL for t in types[:base]):
@@ -130,11 +181,6 @@ def tokenizer_document(spec: FamilySpec) -> dict:
     vocab = {token: i for i, token in enumerate(tokens[:base])}
     if len(vocab) != base:
         raise UsageError(f"ggml-vocab-{spec.vocabulary}.gguf: duplicate tokens below id {base}")
-    added = [
-        {"id": t.id, "content": t.content, "single_word": False, "lstrip": False, "rstrip": False,
-         "normalized": False, "special": t.special}
-        for t in spec.added_tokens
-    ]
     if spec.bos_post_processor is None:
         post_processor = _byte_level(spec.post_processor_byte_level_style, trim_offsets=False)
     else:

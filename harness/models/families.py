@@ -15,6 +15,15 @@ Only the weights are not real: random, with the tiny dims of ``tokenspec.harness
   judges (render, derender and the wire) and vLLM's CPU build serves the dense class on these dims.
 - ``deepseek-r1``: DeepSeek-R1-Distill-Qwen-1.5B. The Qwen2 vocabulary with DeepSeek's fullwidth-bar added
   tokens (U+FF5C and U+2581 inside the names), BOS added by the post-processor.
+- ``gemma-4``: gemma-4-31B-it, text only. A byte-fallback BPE over raw UTF-8 (spaces as U+2581) whose special
+  tokens sit inside the vocabulary at low ids; ``<|turn>`` turns, ``<|channel>`` reasoning and
+  ``<|tool_call>call:NAME{key:<|"|>text<|"|>}`` calls. The real model is the multimodal
+  ``Gemma4ForConditionalGeneration``; its tiny weights are the text-only ``Gemma4ForCausalLM`` vLLM also serves.
+  Two facts are not in any offline source and are taken from elsewhere: ``generation_config.json`` (stop ids
+  ``<eos>``, ``<turn|>`` and ``<|tool_response>`` from llama.cpp's end-of-generation list for this vocabulary;
+  sampling defaults temperature 1.0, top_p 0.95, top_k 64 from the model card), and which tokens the real
+  tokenizer.json lists as added (here the 24 named in its tokenizer_config and typed control or user-defined in
+  the GGUF, all special).
 """
 
 from __future__ import annotations
@@ -69,6 +78,11 @@ class FamilySpec:
     #: config.json values that differ from the tiny defaults. ``transformers_version`` is the real file's: without
     #: it transformers 5 takes any local folder for an old Mistral one and warns about its split regex.
     config: dict = field(default_factory=dict)
+    #: "byte-level": GPT-2 style byte-level BPE (split regex, ByteLevel pre-tokenizer and decoder), regular tokens
+    #: below ``base_vocab_size`` and added tokens after them. "byte-fallback": SentencePiece-style BPE over raw
+    #: UTF-8 (Gemma): spaces become U+2581, unknown bytes ``<0xNN>``; every GGUF token is in the vocabulary and
+    #: the added tokens are some of them. The byte-level fields above do not apply to it.
+    pipeline: str = "byte-level"
 
     @property
     def model_name(self) -> str:
@@ -76,7 +90,7 @@ class FamilySpec:
 
     @property
     def tokenizer_size(self) -> int:
-        return max(t.id for t in self.added_tokens) + 1
+        return max(self.base_vocab_size, max(t.id for t in self.added_tokens) + 1)
 
     def token_id(self, content: str) -> int:
         for token in self.added_tokens:
@@ -293,13 +307,82 @@ DEEPSEEK_R1 = FamilySpec(
             "rope_theta": 10000.0, "sliding_window": 4096, "transformers_version": "4.44.0"},
 )
 
-FAMILIES: dict[str, FamilySpec] = {spec.name: spec for spec in (QWEN3, LLAMA3, DEEPSEEK_R1, QWEN3_CODER)}
+# --- gemma-4 (gemma-4-31B-it) ------------------------------------------------------------------------------------
+
+#: The GGUF's control and user-defined tokens (ids inside the vocabulary), all named special tokens in
+#: tokenizer_config.json.
+_GEMMA4_ADDED = tuple(AddedTokenSpec(i, content, True) for i, content in (
+    (0, "<pad>"), (1, "<eos>"), (2, "<bos>"), (3, "<unk>"), (4, "<mask>"), (46, "<|tool>"), (47, "<tool|>"),
+    (48, "<|tool_call>"), (49, "<tool_call|>"), (50, "<|tool_response>"), (51, "<tool_response|>"), (52, '<|"|>'),
+    (98, "<|think|>"), (100, "<|channel>"), (101, "<channel|>"), (105, "<|turn>"), (106, "<turn|>"),
+    (255999, "<|image>"), (256000, "<|audio>"), (258880, "<|image|>"), (258881, "<|audio|>"), (258882, "<image|>"),
+    (258883, "<audio|>"), (258884, "<|video|>"),
+))
+_GEMMA4_NAMED = {
+    "audio_token": "<|audio|>", "boa_token": "<|audio>", "boi_token": "<|image>", "eoa_token": "<audio|>",
+    "eoc_token": "<channel|>", "eoi_token": "<image|>", "eot_token": "<turn|>", "escape_token": '<|"|>',
+    "etc_token": "<tool_call|>", "etd_token": "<tool|>", "etr_token": "<tool_response|>", "image_token": "<|image|>",
+    "soc_token": "<|channel>", "sot_token": "<|turn>", "stc_token": "<|tool_call>", "std_token": "<|tool>",
+    "str_token": "<|tool_response>", "think_token": "<|think|>",
+}
+
+GEMMA4 = FamilySpec(
+    name="gemma-4",
+    model="google/gemma-4-31B-it",
+    vocabulary="gemma-4",
+    base_vocab_size=262144,
+    template="google-gemma-4-31B-it.jinja",
+    split_regex="",
+    normalizer={"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+    pre_tokenizer_trim_offsets=False,
+    ignore_merges=False,
+    bos_post_processor="<bos>",
+    byte_level_post_processor=False,
+    post_processor_byte_level_style="qwen",
+    decoder_style="qwen",
+    bpe_affixes=None,
+    added_tokens=_GEMMA4_ADDED,
+    tokenizer_config={
+        **_GEMMA4_NAMED,
+        "backend": "tokenizers",
+        "bos_token": "<bos>",
+        "eos_token": "<eos>",
+        "extra_special_tokens": ["<|video|>"],
+        "mask_token": "<mask>",
+        "model_max_length": 1000000000000000019884624838656,
+        "pad_token": "<pad>",
+        "padding_side": "left",
+        "tokenizer_class": "GemmaTokenizer",
+        "unk_token": "<unk>",
+    },
+    special_tokens_map={"bos_token": "<bos>", "eos_token": "<eos>", "mask_token": "<mask>", "pad_token": "<pad>",
+                        "unk_token": "<unk>"},
+    generation_config={
+        "bos_token_id": 2,
+        "do_sample": True,
+        "eos_token_id": [1, 106, 50],
+        "pad_token_id": 0,
+        "temperature": 1.0,
+        "top_k": 64,
+        "top_p": 0.95,
+    },
+    architecture="Gemma4ForCausalLM",
+    vocab_size=262144,
+    config={"bos_token_id": 2, "eos_token_id": 1, "max_position_embeddings": 262144, "pad_token_id": 0,
+            "transformers_version": "5.5.0.dev0"},
+    pipeline="byte-fallback",
+)
+
+FAMILIES: dict[str, FamilySpec] = {
+    spec.name: spec for spec in (QWEN3, LLAMA3, DEEPSEEK_R1, QWEN3_CODER, GEMMA4)
+}
 #: Every --family value; ``tiny`` is the embedded tiny model of ``tokenspec.harness.models.tiny``.
 FAMILY_NAMES = ("tiny", *FAMILIES)
 #: (tool parser, reasoning parser) each family is served with: vLLM's parsers for that model family.
 FAMILY_PARSERS: dict[str, tuple[str | None, str | None]] = {
     "tiny": ("hermes", "qwen3"), "qwen3": ("hermes", "qwen3"), "llama3": ("llama3_json", None),
     "deepseek-r1": (None, "deepseek_r1"), "qwen3-coder": ("qwen3_coder", None),
+    "gemma-4": ("gemma4", "gemma4"),
 }
 
 

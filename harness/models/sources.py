@@ -40,7 +40,7 @@ SDIST_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 MODELS_PREFIX = f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}/vendor/llama.cpp/models/"
 
 #: The vocabularies the families read, each with llama.cpp's test vectors.
-VOCABULARIES = ("qwen2", "llama-bpe")
+VOCABULARIES = ("qwen2", "llama-bpe", "gemma-4")
 
 
 class SourceError(UsageError):

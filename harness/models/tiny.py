@@ -186,7 +186,7 @@ def _tokenizer_config(tokenizer: Tokenizer, template: str) -> dict:
 
 #: Architectures whose config and parameters ``_model_config`` and ``random_weights`` can write (the tiny model is
 #: the first; the real-model families of ``tokenspec.harness.models`` use the others with the same tiny dims).
-ARCHITECTURES = ("Qwen3ForCausalLM", "Qwen2ForCausalLM", "LlamaForCausalLM")
+ARCHITECTURES = ("Qwen3ForCausalLM", "Qwen2ForCausalLM", "LlamaForCausalLM", "Gemma4ForCausalLM")
 
 
 def _model_config(vocab_size: int, bos_id: int, eos_id: int | list[int],
@@ -228,6 +228,19 @@ def _model_config(vocab_size: int, bos_id: int, eos_id: int | list[int],
         for key in ("max_window_layers", "sliding_window", "use_sliding_window"):
             del config[key]
         config.update(model_type="llama", mlp_bias=False, pretraining_tp=1)
+    elif architecture == "Gemma4ForCausalLM":
+        # Gemma 4's text model: alternating sliding and full attention, no per-layer input embeddings
+        # (``hidden_size_per_layer_input`` 0; transformers' default adds them) and one head size for both kinds
+        # of layer, the one layout vLLM's CPU attention serves without mixing head sizes.
+        for key in ("hidden_act", "max_window_layers", "rope_scaling", "rope_theta", "use_sliding_window"):
+            del config[key]
+        config.update(
+            model_type="gemma4_text", hidden_activation="gelu_pytorch_tanh", final_logit_softcapping=30.0,
+            global_head_dim=HEAD_DIM, hidden_size_per_layer_input=0, vocab_size_per_layer_input=vocab_size,
+            layer_types=["sliding_attention", "full_attention"][:NUM_LAYERS], sliding_window=512,
+            rope_parameters={"full_attention": {"partial_rotary_factor": 0.25, "rope_theta": 1000000.0,
+                                                "rope_type": "proportional"},
+                             "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"}})
     return config
 
 
@@ -235,7 +248,8 @@ def random_weights(vocab_size: int, architecture: str = "Qwen3ForCausalLM") -> d
     """Every parameter of ``architecture`` (tied embeddings, so no lm_head), drawn in a fixed order.
 
     Qwen3 has per-head q/k norms (ones); Qwen2 has q/k/v biases instead (zeros, not drawn, so the draws of the
-    other tensors stay those of Qwen3); Llama has neither."""
+    other tensors stay those of Qwen3); Llama has neither; Gemma 4 has Qwen3's q/k norms plus a norm before and
+    after the MLP and a per-layer output scalar (ones)."""
     if architecture not in ARCHITECTURES:
         raise ValueError(f"unknown architecture {architecture!r}; known: {', '.join(ARCHITECTURES)}")
     rng = np.random.default_rng(WEIGHT_SEED)
@@ -254,7 +268,7 @@ def random_weights(vocab_size: int, architecture: str = "Qwen3ForCausalLM") -> d
         tensors[f"{p}.self_attn.k_proj.weight"] = normal(kv_out, HIDDEN_SIZE)
         tensors[f"{p}.self_attn.v_proj.weight"] = normal(kv_out, HIDDEN_SIZE)
         tensors[f"{p}.self_attn.o_proj.weight"] = normal(HIDDEN_SIZE, q_out)
-        if architecture == "Qwen3ForCausalLM":
+        if architecture in ("Qwen3ForCausalLM", "Gemma4ForCausalLM"):
             tensors[f"{p}.self_attn.q_norm.weight"] = ones(HEAD_DIM)
             tensors[f"{p}.self_attn.k_norm.weight"] = ones(HEAD_DIM)
         elif architecture == "Qwen2ForCausalLM":
@@ -266,6 +280,10 @@ def random_weights(vocab_size: int, architecture: str = "Qwen3ForCausalLM") -> d
         tensors[f"{p}.mlp.down_proj.weight"] = normal(HIDDEN_SIZE, INTERMEDIATE_SIZE)
         tensors[f"{p}.input_layernorm.weight"] = ones(HIDDEN_SIZE)
         tensors[f"{p}.post_attention_layernorm.weight"] = ones(HIDDEN_SIZE)
+        if architecture == "Gemma4ForCausalLM":
+            tensors[f"{p}.pre_feedforward_layernorm.weight"] = ones(HIDDEN_SIZE)
+            tensors[f"{p}.post_feedforward_layernorm.weight"] = ones(HIDDEN_SIZE)
+            tensors[f"{p}.layer_scalar"] = ones(1)
     tensors["model.norm.weight"] = ones(HIDDEN_SIZE)
     return tensors
 

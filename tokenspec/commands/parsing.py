@@ -11,7 +11,7 @@ from collections.abc import Sequence
 EMBEDDED_SEED = 20261201
 
 #: ``tokenspec model build --family`` values (harness/models/families.py holds the facts of each).
-MODEL_FAMILIES = ("tiny", "qwen3", "llama3", "deepseek-r1", "qwen3-coder")
+MODEL_FAMILIES = ("tiny", "qwen3", "llama3", "deepseek-r1", "qwen3-coder", "gemma-4")
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
