@@ -26,15 +26,19 @@ __all__ = [
     "TOOL_FAMILIES",
     "Split",
     "configuration",
+    "configurations",
     "distinguishing_shapes",
     "expected",
-    "family_probe",
+    "family_probes",
     "shapes",
     "table_request",
 ]
 
-REASONING_FAMILIES: tuple[str, ...] = ("qwen3", "deepseek_r1")
-TOOL_FAMILIES: tuple[str, ...] = ("hermes", "llama3_json", "qwen3_coder")
+REASONING_FAMILIES: tuple[str, ...] = ("qwen3", "deepseek_r1", "gemma4")
+TOOL_FAMILIES: tuple[str, ...] = ("hermes", "llama3_json", "qwen3_coder", "gemma4")
+#: Families vLLM runs as one parser engine for reasoning and tool calls (Gemma 4's): specified with each other or
+#: with no parser on the other side, never with another family.
+SELF_PAIRED: tuple[str, ...] = ("gemma4",)
 VARIANTS = ("thinking", "thinking-off")
 #: The arguments object every single-call shape of the table carries, verbatim (tests substitute their own).
 ARGUMENTS_IN_SHAPES = '{"city": "Paris"}'
@@ -63,6 +67,13 @@ def table_request(model: str, tools: bool, variant: str) -> dict[str, Any]:
 
 def configuration(reasoning: str | None, tool: str | None) -> str:
     return f"{reasoning or 'none'}+{tool or 'none'}"
+
+
+def configurations() -> list[tuple[str | None, str | None]]:
+    """Every (reasoning, tool) pair the table specifies: the known families crossed, "none" included on both
+    sides, except a self-paired family beside another family."""
+    return [(r, t) for r in (*REASONING_FAMILIES, None) for t in (*TOOL_FAMILIES, None)
+            if r == t or None in (r, t) or not {r, t} & set(SELF_PAIRED)]
 
 
 @dataclass(frozen=True)
@@ -124,9 +135,10 @@ def keeps_special_tokens(reasoning: str | None, tool: str | None, request: dict[
                for family in (reasoning, tool) if family)
 
 
-def family_probe(kind: str) -> str:
-    """The shape id a probe derenders first: one every family of ``kind`` parses and no-parser leaves alone."""
-    return str(_table()["probes"][kind]["any"])
+def family_probes(kind: str) -> list[str]:
+    """The shape ids a probe derenders first: each family of ``kind`` parses one of them, and no parser leaves
+    them alone."""
+    return list(_table()["probes"][kind]["any"])
 
 
 def distinguishing_shapes(kind: str) -> list[str]:

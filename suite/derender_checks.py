@@ -14,6 +14,7 @@ from tokenspec.specs.parser_families import (
     TOOL_FAMILIES,
     VARIANTS,
     Split,
+    configurations,
     expected,
     shapes,
     table_request,
@@ -29,8 +30,10 @@ def _specified(caps: Capabilities, shape: str, variant: str) -> set[Split | None
     reasoning, tool = caps.parsers.get("reasoning"), caps.parsers.get("tool")
     # An unknown family (a parser acts, but like none the spec describes) is held to what every described family
     # agrees on for this shape: a derender that moves reasoning into content fails where they all agree.
+    specified = configurations()
     options = [(r, t) for r in (REASONING_FAMILIES if reasoning == "unknown" else (reasoning,))
-               for t in (TOOL_FAMILIES if tool == "unknown" else (tool,))]
+               for t in (TOOL_FAMILIES if tool == "unknown" else (tool,))
+               if (r, t) in specified or "unknown" not in (reasoning, tool)]
     return {expected(r, t, shape, variant) for r, t in options}
 
 

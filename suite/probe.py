@@ -30,7 +30,7 @@ from tokenspec.specs.parser_families import (
     TOOL_FAMILIES,
     distinguishing_shapes,
     expected,
-    family_probe,
+    family_probes,
     shapes,
     table_request,
 )
@@ -341,11 +341,14 @@ def _probe_parsers(c: RoleClients, caps: Capabilities, target: Target, codec: Co
         return
     user = [{"role": "user", "content": "Weather in Paris?"}]
     tools = caps.has("tools")  # the table's rows were recorded with its tools where a tool parser runs
-    # Reasoning: the shape every think-style family splits the same way, then the shapes that tell them apart.
-    text = shapes()[family_probe("reasoning")]
-    ids = codec.encode(text)
-    decoded = {codec.decode(ids), codec.decode(ids, skip_special_tokens=True)}
-    answer, message = _derender_message(c, target, ids, {"model": target.model, "messages": user})
+    # Reasoning: a shape some family splits, then the shapes that tell the families apart.
+    for shape in family_probes("reasoning"):  # until one gives reasoning: each family parses one of them
+        text = shapes()[shape]
+        ids = codec.encode(text)
+        decoded = {codec.decode(ids), codec.decode(ids, skip_special_tokens=True)}
+        answer, message = _derender_message(c, target, ids, {"model": target.model, "messages": user})
+        if answer.ok and not _unchanged(message, decoded):  # reasoning given, or the text changed without it
+            break
     if message.get("reasoning") or message.get("reasoning_content"):
         family = _which(c, target, codec, "reasoning", REASONING_FAMILIES, tools)
         caps.decide("reasoning", "offered", "probe", f"derender of {text!r} gave reasoning; family: "

@@ -31,7 +31,9 @@ DIALECT_CASES = 40
 _CALL = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
 _CALL2 = '{"name": "get_weather", "arguments": {"city": "Oslo"}}'
 _XML_CALL = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"
-#: Generated texts per tool-call markup family; reasoning shapes are shared.
+_G4_CALL = '<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>'
+#: Generated texts per tool-call markup family; reasoning shapes are shared (Gemma 4's own reasoning markup comes
+#: with its tool family: vLLM runs both as one parser).
 _TOOL_OUTPUTS: dict[str, list[tuple[str, str]]] = {
     "hermes": [
         ("tool", f"<tool_call>\n{_CALL}\n</tool_call>"),
@@ -51,6 +53,18 @@ _TOOL_OUTPUTS: dict[str, list[tuple[str, str]]] = {
                        '{"unit": "C"}\n</parameter>\n<parameter=note>\nnull\n</parameter>\n</function>\n</tool_call>'),
         ("unclosed-parameter", "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis"),
         ("tool-unicode-args", _XML_CALL.replace("Paris", "東京 😀")),
+    ],
+    "gemma4": [
+        ("g4-think", "<|channel>thought\nLet me think.<channel|>The answer is 4."),
+        ("g4-unclosed", "<|channel>thought\nLet me think."),
+        ("tool", _G4_CALL),
+        ("two-tools", _G4_CALL + _G4_CALL.replace("Paris", "Oslo")),
+        ("content-then-tool", f"Sure.{_G4_CALL}"),
+        ("think-then-tool", f"<|channel>thought\nI need the weather.<channel|>{_G4_CALL}"),
+        ("typed-args", '<|tool_call>call:get_forecast{city:<|"|>Oslo<|"|>,days:3,ratio:0.5,metric:false,'
+                       'hours:[6,12],options:{unit:<|"|>C<|"|>},note:null}<tool_call|>'),
+        ("malformed-call", "<|tool_call>call:get_weather{city:Paris<tool_call|>"),
+        ("tool-unicode-args", _G4_CALL.replace("Paris", "東京 😀")),
     ],
     "llama3_json": [
         ("tool-parameters", '{"name": "get_weather", "parameters": {"city": "Paris"}}'),

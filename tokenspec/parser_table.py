@@ -2,7 +2,7 @@
 
 The table is the suite's oracle for every derender split, so its rows come from vLLM's GPU-less render server
 started with each parser configuration, never from tokenspec's frontend. For each configuration this starts
-that server on the tiny model (``recording_folder``), derenders every shape of the
+that server on a model whose tokens the parsers know (``recording_folder``), derenders every shape of the
 table with thinking on and off under the table's request, and compares each answer with the row the table
 holds: a missing row is added (``--write``), a differing row is reported and kept (a row is changed by hand,
 with the reason in the file's header; vLLM's own bugs are listed in its expectations, not copied here).
@@ -23,8 +23,6 @@ import yaml
 
 from tokenspec.specs.catalogue import SPEC_DIR
 from tokenspec.specs.parser_families import (
-    REASONING_FAMILIES,
-    TOOL_FAMILIES,
     VARIANTS,
     configuration,
     shapes,
@@ -32,23 +30,24 @@ from tokenspec.specs.parser_families import (
 )
 from tokenspec.transport import Transport
 
-__all__ = ["TableDiff", "all_configurations", "record", "recording_folder", "write_rows"]
+__all__ = ["TableDiff", "record", "recording_folder", "write_rows"]
 
 TABLE = SPEC_DIR / "parsers.yaml"
 _DERENDER = "/v1/chat/completions/derender"
 
 
-def all_configurations() -> list[tuple[str | None, str | None]]:
-    """Every (reasoning, tool) pair of the known families, "none" included on both sides."""
-    return [(r, t) for r in (*REASONING_FAMILIES, None) for t in (*TOOL_FAMILIES, None)]
-
-
-def recording_folder(tool: str | None, work: Path) -> Path:
+def recording_folder(reasoning: str | None, tool: str | None, work: Path) -> Path:
     """The model folder a configuration is recorded on: the tiny model (``<think>`` and ``<tool_call>`` are
     added tokens in it), with the Llama 3 tokens added for llama3_json, which refuses a vocabulary without
-    ``<|python_tag|>``."""
+    ``<|python_tag|>``; the gemma-4 family for gemma4, whose parser finds its markers by token id."""
+    from tokenspec.harness.models import build as build_family
     from tokenspec.harness.models.tiny import build, with_llama3_tokens
 
+    if "gemma4" in (reasoning, tool):
+        gemma = work / "gemma-4"
+        if not (gemma / "tokenizer.json").is_file():
+            build_family(gemma, "gemma-4")
+        return gemma
     tiny = work / "tiny"
     if not (tiny / "tokenizer.json").is_file():
         build(tiny)
@@ -114,7 +113,7 @@ def record(configs: Iterable[tuple[str | None, str | None]], wanted: Iterable[st
     install = vllm.find_vllm("auto")
     work = Path(tempfile.mkdtemp(prefix="tokenspec-parser-table-"))
     for reasoning, tool in configs:
-        folder = recording_folder(tool, work)
+        folder = recording_folder(reasoning, tool, work)
         model = json.loads((folder / "tokenspec-model.json").read_text())["name"]
         tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
 

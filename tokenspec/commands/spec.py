@@ -67,10 +67,10 @@ def _spec_drift(args: argparse.Namespace) -> int:
 
 def _spec_parsers(args: argparse.Namespace) -> int:
     from tokenspec.errors import UsageError
-    from tokenspec.parser_table import all_configurations, record, write_rows
-    from tokenspec.specs.parser_families import shapes
+    from tokenspec.parser_table import record, write_rows
+    from tokenspec.specs.parser_families import configurations, shapes
 
-    known = all_configurations()
+    known = configurations()
     names = {f"{r or 'none'}+{t or 'none'}": (r, t) for r, t in known}
     configs = known
     if args.configurations:

@@ -1,7 +1,7 @@
 """The configured parsers composed: decoded output text -> content, reasoning and tool calls.
 
 Reasoning is split off first; the remaining content goes to the tool parser when the request allows tool
-calls (it has ``tools`` and ``tool_choice`` is not "none").
+calls (it has ``tools`` and ``tool_choice`` is not "none"), or always for a parser that says it runs without them.
 """
 
 from __future__ import annotations
@@ -34,15 +34,18 @@ class OutputParser:
                  tool_cls: type[HermesToolParser] | None, chat_request: dict[str, Any]) -> None:
         kwargs = chat_request.get("chat_template_kwargs") or {}
         self.reasoning = reasoning_cls(kwargs) if reasoning_cls is not None else None
-        tools_on = bool(chat_request.get("tools")) and chat_request.get("tool_choice") != "none"
-        self.tools = tool_cls.for_request(chat_request, reasoning_cls) if tool_cls and tools_on else None
+        self.calls_on = bool(chat_request.get("tools")) and chat_request.get("tool_choice") != "none"
+        # A parser that edits content even where no call may be made (Gemma 4's removes call markup) runs then too,
+        # and its calls are dropped.
+        runs = tool_cls is not None and (self.calls_on or getattr(tool_cls, "RUNS_WITHOUT_TOOLS", False))
+        self.tools = tool_cls.for_request(chat_request, reasoning_cls) if runs else None
 
     def parse(self, text: str) -> ParsedMessage:
         reasoning, content = self.reasoning.split(text) if self.reasoning else (None, text)
         calls: list[dict[str, Any]] = []
         if self.tools is not None and content is not None:
             content, found = self.tools.extract(content)
-            calls = [{"id": new_tool_call_id(), "type": "function", "function": f} for f in found]
+            calls = [{"id": new_tool_call_id(), "type": "function", "function": f} for f in found if self.calls_on]
             if calls and content is not None and not content.strip():
                 content = None
         return ParsedMessage(content=content or None, reasoning=reasoning, tool_calls=calls)
@@ -53,4 +56,4 @@ class OutputParser:
         if self.tools is None:
             return StreamDelta(reasoning=reasoning, content=content)
         content, calls = self.tools.feed(content, finished)
-        return StreamDelta(reasoning=reasoning, content=content, tool_calls=calls)
+        return StreamDelta(reasoning=reasoning, content=content, tool_calls=calls if self.calls_on else [])
