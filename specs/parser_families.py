@@ -29,6 +29,7 @@ __all__ = [
     "configurations",
     "distinguishing_shapes",
     "expected",
+    "families_acting_on",
     "family_probes",
     "shapes",
     "table_request",
@@ -139,6 +140,17 @@ def family_probes(kind: str) -> list[str]:
     """The shape ids a probe derenders first: each family of ``kind`` parses one of them, and no parser leaves
     them alone."""
     return list(_table()["probes"][kind]["any"])
+
+
+def families_acting_on(kind: str, shape: str) -> list[str]:
+    """The families of ``kind`` whose parser changes ``shape``'s text (splits it, or drops markers): a target
+    that changed it runs one of them, or a family the spec does not describe, never one that leaves it alone."""
+    families = REASONING_FAMILIES if kind == "reasoning" else TOOL_FAMILIES
+    text = shapes()[shape]
+    untouched = Split(text, None, (), "stop")
+    return [f for f in families
+            if (want := expected(*((f, None) if kind == "reasoning" else (None, f)), shape, "thinking")) is not None
+            and (want.content, want.reasoning, want.tool_calls) != (untouched.content, None, ())]
 
 
 def distinguishing_shapes(kind: str) -> list[str]:

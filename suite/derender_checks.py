@@ -29,10 +29,12 @@ def _specified(caps: Capabilities, shape: str, variant: str) -> set[Split | None
     """Every split the table specifies for ``shape`` under the configurations the target may run."""
     reasoning, tool = caps.parsers.get("reasoning"), caps.parsers.get("tool")
     # An unknown family (a parser acts, but like none the spec describes) is held to what every described family
-    # agrees on for this shape: a derender that moves reasoning into content fails where they all agree.
+    # it may still be (those acting on the markup the target acted on) agrees on for this shape: a derender that
+    # moves reasoning into content fails where they all agree.
     specified = configurations()
-    options = [(r, t) for r in (REASONING_FAMILIES if reasoning == "unknown" else (reasoning,))
-               for t in (TOOL_FAMILIES if tool == "unknown" else (tool,))
+    reasonings = caps.candidates.get("reasoning") or REASONING_FAMILIES if reasoning == "unknown" else (reasoning,)
+    tools = caps.candidates.get("tool") or TOOL_FAMILIES if tool == "unknown" else (tool,)
+    options = [(r, t) for r in reasonings for t in tools
                if (r, t) in specified or "unknown" not in (reasoning, tool)]
     return {expected(r, t, shape, variant) for r, t in options}
 

@@ -94,6 +94,9 @@ class Capabilities:
     decisions: dict[str, Decision] = field(default_factory=dict)
     #: Parser families in use: {"reasoning": "qwen3" | "deepseek_r1" | None, "tool": "hermes" | ... | None}.
     parsers: dict[str, str | None] = field(default_factory=lambda: {"reasoning": None, "tool": None})
+    #: For a parser kind whose family is "unknown": the described families it may still be, the ones that act
+    #: on the markup the target acted on (absent: any of them).
+    candidates: dict[str, list[str]] = field(default_factory=dict)
     #: Features the profile declared; each must be confirmed by the probe (PROFILE-001).
     declared: dict[str, str] = field(default_factory=dict)
     #: The probe's own verdict on each feature, before a profile declaration overrode it.
@@ -169,6 +172,7 @@ class Capabilities:
     def to_dict(self) -> dict[str, Any]:
         return {
             "parsers": self.parsers,
+            "candidates": self.candidates,
             "declared": self.declared,
             "observed": {k: d.to_dict() for k, d in self.observed.items()},
             "fields": sorted(self.fields) if self.fields is not None else None,
@@ -182,6 +186,7 @@ class Capabilities:
         return cls(
             decisions={d["feature"]: Decision(**d) for d in data["decisions"]},
             parsers=dict(data["parsers"]),
+            candidates={k: list(v) for k, v in (data.get("candidates") or {}).items()},
             declared=dict(data.get("declared") or {}),
             observed={k: Decision(**d) for k, d in (data.get("observed") or {}).items()},
             fields=set(data["fields"]) if data.get("fields") is not None else None,

@@ -30,6 +30,7 @@ from tokenspec.specs.parser_families import (
     TOOL_FAMILIES,
     distinguishing_shapes,
     expected,
+    families_acting_on,
     family_probes,
     shapes,
     table_request,
@@ -354,6 +355,8 @@ def _probe_parsers(c: RoleClients, caps: Capabilities, target: Target, codec: Co
         caps.decide("reasoning", "offered", "probe", f"derender of {text!r} gave reasoning; family: "
                     + (family or "none of " + ", ".join(REASONING_FAMILIES) + " (declare it in --profile)"))
         caps.parsers["reasoning"] = family or "unknown"
+        if family is None:
+            caps.candidates["reasoning"] = families_acting_on("reasoning", shape)
     elif not answer.ok or _unchanged(message, decoded):
         caps.decide("reasoning", "unsupported", "probe",
                     f"derender of {text!r} returned the decoded text unparsed ({answer.evidence()})")
@@ -362,6 +365,7 @@ def _probe_parsers(c: RoleClients, caps: Capabilities, target: Target, codec: Co
                     f"derender of {text!r} changed the text but gave no reasoning: {json.dumps(message)[:200]}"
                     " (a broken parser, not an absent one)")
         caps.parsers["reasoning"] = "unknown"
+        caps.candidates["reasoning"] = families_acting_on("reasoning", shape)
     # Tool calls: only where render accepts tools (a server without any parser refuses them).
     if not caps.has("tools"):
         caps.decide("tool-parsing", "unsupported", "probe", caps.decisions["tools"].evidence)
@@ -380,6 +384,10 @@ def _probe_parsers(c: RoleClients, caps: Capabilities, target: Target, codec: Co
         caps.decide("tool-parsing", "offered", "probe", "render accepts tools but the derender parsed none of the"
                     f" known families' markup ({', '.join(TOOL_FAMILIES)}); declare tool_parser in --profile")
         caps.parsers["tool"] = "unknown"
+        changed = [shape for shape, message in answers.items()
+                   if message and not _unchanged(message, {codec.decode(codec.encode(shapes()[shape]))})]
+        caps.candidates["tool"] = sorted({f for shape in changed for f in families_acting_on("tool", shape)},
+                                         key=TOOL_FAMILIES.index)
     else:
         caps.decide("tool-parsing", "offered", "probe", f"derender parsed {family} markup into tool_calls")
         caps.parsers["tool"] = family

@@ -153,17 +153,17 @@ def _loops_over_content(template: str) -> bool:
 
     env = jinja2.Environment(extensions=["jinja2.ext.loopcontrols"])
     env.add_extension(_generation_tag())
-    for loop in env.parse(template).find_all(nodes.For):
-        it = loop.iter
-        if isinstance(it, nodes.Name) and it.name == "content":
-            return True
-        for node in it.find_all((nodes.Getitem, nodes.Getattr)):
-            key = node.attr if isinstance(node, nodes.Getattr) else getattr(node.arg, "value", None)
-            if key == "content":
-                return True
-        if isinstance(it, nodes.Getattr) and it.attr == "content":
-            return True
-    return False
+    def names_content(node: nodes.Node) -> bool:
+        if isinstance(node, nodes.Name):
+            return node.name == "content"
+        if isinstance(node, nodes.Getattr):
+            return node.attr == "content"
+        return isinstance(node, nodes.Getitem) and getattr(node.arg, "value", None) == "content"
+
+    # ``for x in message['content']``, ``for x in m.content | list``, ``for x in content``: the iterated expression
+    # or any part of it is a content access.
+    return any(names_content(loop.iter) or any(names_content(n) for n in loop.iter.find_all(nodes.Node))
+               for loop in env.parse(template).find_all(nodes.For))
 
 
 def _generation_tag() -> type:

@@ -1,4 +1,4 @@
-"""The reference frontend against vLLM 0.32, per real model family (qwen3, llama3, deepseek-r1, qwen3-coder).
+"""The reference frontend against vLLM 0.32, per real model family (qwen3, llama3, deepseek-r1, qwen3-coder, gemma-4).
 
 For each family: the folder is built (harness/models), vLLM's render server runs on it with the family's
 parsers, and the frontend (in process) must answer like it: the same render (token ids, status,
@@ -33,7 +33,7 @@ from tokenspec.specs.parser_families import table_request
 from tokenspec.suite.strategies import rich_conversations, text
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
-FAMILIES = ("qwen3", "llama3", "deepseek-r1", "qwen3-coder")
+FAMILIES = ("qwen3", "llama3", "deepseek-r1", "qwen3-coder", "gemma-4")
 _CALL = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
 _MARKUP = {
     "hermes": [f"<tool_call>\n{_CALL}\n</tool_call>",
@@ -47,6 +47,11 @@ _MARKUP = {
                     "<parameter=days>\n3\n</parameter>\n", "<parameter=ratio>\n2.0\n", "<parameter=note>\nnull\n",
                     "<parameter=hours>\n[1, 2]\n</parameter>", "<parameter=metric>\nTrue\n</parameter>\n",
                     "</function>\n", "</tool_call>", ">"],
+    # Gemma 4: whole calls, their pieces (opener, name, typed values of get_forecast, closer) and its channel markup
+    "gemma4": ['<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>', "<|tool_call>", "<tool_call|>",
+               "call:get_forecast{", "city:", '<|"|>', "Oslo", ",days:3", ",ratio:-0.5", ",metric:true",
+               ",hours:[1,2]", ",options:{unit:C}", ",note:null", "}", "<|channel>", "<channel|>", "thought\n",
+               "<turn|>", "<|tool_response>"],
 }
 
 

@@ -93,17 +93,21 @@ def accepted_kwargs(source: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in kwargs.items() if k in keep}
 
 
+def _key(node: nodes.Node) -> str | None:
+    """The attribute or constant subscript a node reads (``m.content``, ``m['content']``), if it reads one."""
+    if isinstance(node, nodes.Getattr):
+        return node.attr
+    return getattr(node.arg, "value", None) if isinstance(node, nodes.Getitem) else None
+
+
 @lru_cache(maxsize=8)
 def wants_content_parts(source: str) -> bool:
     """True when the template loops over a message's content (vLLM's "openai" content format)."""
     for loop in _ENV.parse(source).find_all(nodes.For):
         if isinstance(loop.iter, nodes.Name) and loop.iter.name == "content":
             return True  # e.g. a macro that takes the content and loops over its parts
-        for node in loop.iter.find_all((nodes.Getitem, nodes.Getattr)):
-            key = node.attr if isinstance(node, nodes.Getattr) else getattr(node.arg, "value", None)
-            if key == "content":
-                return True
-        if isinstance(loop.iter, nodes.Getattr) and loop.iter.attr == "content":
+        accesses = [loop.iter, *loop.iter.find_all((nodes.Getitem, nodes.Getattr))]  # the iterable itself too
+        if any(_key(node) == "content" for node in accesses):
             return True
     return False
 
