@@ -27,6 +27,7 @@ __all__ = [
     "Split",
     "configuration",
     "configurations",
+    "deletes_special_tokens",
     "distinguishing_shapes",
     "expected",
     "families_acting_on",
@@ -134,6 +135,12 @@ def keeps_special_tokens(reasoning: str | None, tool: str | None, request: dict[
     with_tools = bool(request.get("tools")) and request.get("tool_choice") != "none"
     return any(rules.get(family) == "always" or (rules.get(family) == "with-tools" and with_tools)
                for family in (reasoning, tool) if family)
+
+
+def deletes_special_tokens(reasoning: str | None, tool: str | None) -> bool:
+    """Whether a configured parser deletes the special tokens that are not its markup from the text it splits
+    (``deletes_special_tokens`` of the table), so none shows even where it turned skip_special_tokens off."""
+    return any(family in _table()["deletes_special_tokens"] for family in (reasoning, tool) if family)
 
 
 def family_probes(kind: str) -> list[str]:

@@ -10,7 +10,13 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from tokenspec.specs.parser_families import ARGUMENTS_IN_SHAPES, VARIANTS, keeps_special_tokens, shapes
+from tokenspec.specs.parser_families import (
+    ARGUMENTS_IN_SHAPES,
+    VARIANTS,
+    deletes_special_tokens,
+    keeps_special_tokens,
+    shapes,
+)
 from tokenspec.suite import strategies
 from tokenspec.suite.builders import (
     TOOL,
@@ -440,6 +446,7 @@ def test_special_tokens_are_not_text_unless_asked(api, target, codec, capabiliti
         not_tested("the target's parser is no family specs/parsers.yaml describes, so whether it keeps special "
                    "tokens is unknown (declare the family with --profile)")
     kept_by = (reasoning or tool) if keeps_special_tokens(reasoning, tool, fields) else None
+    deleted_by = (reasoning or tool) if deletes_special_tokens(reasoning, tool) else None
     if skip is False and (reasoning or tool) and not kept_by:
         not_tested("with a parser configured, which special tokens stay is its markup's business: DERENDER-001's "
                    "parity decides")
@@ -447,7 +454,12 @@ def test_special_tokens_are_not_text_unless_asked(api, target, codec, capabiliti
                                           chat_request=chat_request(target.model, **fields)))
     text = visible_text(out["choices"][0]["message"])
     special_text = codec.decode([special])
-    if kept_by:
+    if deleted_by:
+        assert special_text not in text, (
+            f"the {deleted_by} parser deletes special tokens other than its markup, so the coupled server shows no"
+            f" {special_text!r} (specs/parsers.yaml deletes_special_tokens), and derender must not either: {text!r}")
+        assert "Alpha" in text and "Beta" in text
+    elif kept_by:
         assert special_text in text, (
             f"the {kept_by} parser turns skip_special_tokens off, so the coupled server shows {special_text!r} "
             f"(specs/parsers.yaml keeps_special_tokens), and derender must too: {text!r}")
