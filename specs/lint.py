@@ -18,6 +18,7 @@ from openapi_spec_validator import validate
 
 from .catalogue import LEVELS, SPEC_DIR, read_catalogue, read_features, read_generations
 from .openapi import DOCUMENTS, read_document
+from .parser_families import REASONING_FAMILIES, TOOL_FAMILIES
 
 __all__ = ["lint"]
 
@@ -109,10 +110,17 @@ def lint(spec_dir: Path = SPEC_DIR) -> list[str]:
             if len(parts) >= 2 and parts[0] == "paths":
                 anchored.add((doc_name, parts[1]))
 
-    declared = _profile_generations(spec_dir)
+    profile = _profile_schema(spec_dir).get("properties") or {}
+    declared = (profile.get("generation") or {}).get("enum")
     if declared is not None and declared != list(generations):
         problems.append(f"profile.schema.json: generation enum {declared} differs from features.yaml's"
                         f" generations {list(generations)}")
+    parsers = (profile.get("parsers") or {}).get("properties") or {}
+    for kind, families in (("reasoning", REASONING_FAMILIES), ("tool", TOOL_FAMILIES)):
+        enum = (parsers.get(kind) or {}).get("enum")
+        if enum is not None and enum != [*families, "none"]:
+            problems.append(f"profile.schema.json: parsers.{kind} enum {enum} differs from the described families"
+                            f" {[*families, 'none']} (specs/parser_families.py)")
     for name, doc in docs.items():
         for path in doc.get("paths") or {}:
             if (name, path) not in anchored:
@@ -120,12 +128,9 @@ def lint(spec_dir: Path = SPEC_DIR) -> list[str]:
     return problems
 
 
-def _profile_generations(spec_dir: Path) -> list[str] | None:
-    """The generations a profile may declare (profile.schema.json), None where the schema has no such field."""
+def _profile_schema(spec_dir: Path) -> dict[str, Any]:
+    """profile.schema.json (empty where the spec folder has none)."""
     import json
 
     path = spec_dir / "profile.schema.json"
-    if not path.is_file():
-        return None
-    field = (json.loads(path.read_text()).get("properties") or {}).get("generation") or {}
-    return list(field["enum"]) if "enum" in field else None
+    return json.loads(path.read_text()) if path.is_file() else {}

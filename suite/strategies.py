@@ -249,3 +249,36 @@ forecast_parameters = st.fixed_dictionaries(
                               lambda t: (t, t))),
     },
 )
+
+
+# -- key:value tool calls (Gemma 4's markup) --------------------------------------------------------------------
+
+_G4_QUOTE = '<|"|>'
+
+
+def _g4_string(value: str) -> bool:
+    """Text that stays one quoted string: no delimiter or marker spelling (``<|``, ``|>``) inside, and not one a
+    string-or-null property would read as null."""
+    return "<|" not in value and "|>" not in value and value.strip().lower() != "null"
+
+
+_G4_TEXT = st.one_of(text, st.sampled_from(["Paris, France", "a:b", "{x}", "[1, 2]", "  padded  ", "line\nbreak"]))
+#: get_forecast's arguments in Gemma 4's markup: name -> (text written after ``KEY:``, expected value), the expected
+#: value being DERENDER-029's reading (a quoted string as written; a bare value by the declared type, as in
+#: DERENDER-028; list items by the declared item type).
+gemma_forecast_arguments = st.fixed_dictionaries(
+    {"city": _G4_TEXT.filter(_g4_string).map(lambda t: (f"{_G4_QUOTE}{t}{_G4_QUOTE}", t))},
+    optional={
+        "days": st.integers(-10**12, 10**12).map(lambda n: (str(n), n)),
+        "ratio": st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.integers(-999, 999)).map(
+            lambda x: (repr(x), int(x) if float(x).is_integer() else x)),
+        "metric": st.sampled_from([("true", True), ("false", False), ("True", True), ("FALSE", False)]),
+        "hours": st.lists(st.integers(0, 23), max_size=4).map(lambda h: ("[" + ",".join(map(str, h)) + "]", h)),
+        "options": st.dictionaries(st.sampled_from(["unit", "lang", "days"]), _G4_TEXT.filter(_g4_string),
+                                   max_size=3).map(lambda d: (
+                                       "{" + ",".join(f"{k}:{_G4_QUOTE}{v}{_G4_QUOTE}" for k, v in d.items()) + "}",
+                                       d)),
+        "note": st.one_of(st.just(("null", None)), _G4_TEXT.filter(_g4_string).map(
+            lambda t: (f"{_G4_QUOTE}{t}{_G4_QUOTE}", t))),
+    },
+)

@@ -328,6 +328,35 @@ def test_parameter_elements_take_their_declared_types(api, target, codec, capabi
         f"[DERENDER-028] parameters {json.dumps(want, ensure_ascii=False)} came back as {raw}")
 
 
+@pytest.mark.req("DERENDER-029")
+@given(arguments=strategies.gemma_forecast_arguments)
+def test_key_value_calls_take_their_declared_types(api, target, codec, capabilities, arguments) -> None:
+    """Where the configured tool parser reads Gemma 4's key:value call (g4-typed) as one call, a call of get_forecast
+    with drawn values of every declared type comes back with each value as drawn (DERENDER-029; the expectation is
+    the drawn value, never the target's reading of the text)."""
+    cases = [(s, v) for s, v in tool_call_shapes(capabilities) if s == "g4-typed"]
+    if not cases:
+        _no_markup_of_this_kind(capabilities, "Gemma 4's key:value calls (g4-typed)")
+    shape, variant = cases[0]
+    body = ",".join(f"{key}:{written}" for key, (written, _) in arguments.items())
+    text = f'<|tool_call>call:get_forecast{{{body}}}<tool_call|>'
+    assume(not any(special in body for special in codec.special_texts if special != '<|"|>'))
+    ids = codec.encode(text)
+    assume(codec.decode(ids) == text)
+    message = derender_choice(api, target.model, capabilities, ids, variant)["message"]
+    calls = message.get("tool_calls") or []
+    assert len(calls) == 1, f"[DERENDER-029] {text!r} ({variant}) gave {len(calls)} calls"
+    raw = calls[0]["function"].get("arguments")
+    try:
+        parsed = json.loads(raw)
+    except (TypeError, ValueError):
+        parsed = {"<not JSON>": raw}
+    want = {key: value for key, (_, value) in arguments.items()}
+    assert json.dumps(parsed, sort_keys=True, ensure_ascii=False) == json.dumps(want, sort_keys=True,
+                                                                                ensure_ascii=False), (
+        f"[DERENDER-029] arguments {json.dumps(want, ensure_ascii=False)} came back as {raw}")
+
+
 @pytest.mark.req("DERENDER-022")
 @pytest.mark.parametrize("path", [CHAT, COMPLETIONS])
 @pytest.mark.parametrize("keep", [False, True], ids=["cut", "include_stop_str"])

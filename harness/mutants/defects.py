@@ -457,6 +457,17 @@ def _nested_markup_cut(arguments: dict[str, Any]) -> None:
             arguments[key] = value[: value.index("<")]
 
 
+def _thought_label_kept(message: dict[str, Any]) -> None:
+    if message.get("reasoning"):
+        message["reasoning"] = "thought\n" + message["reasoning"]
+
+
+def _string_delimiters_kept(arguments: dict[str, Any]) -> None:
+    for key, value in arguments.items():
+        if isinstance(value, str):
+            arguments[key] = f'<|"|>{value}<|"|>'
+
+
 def _keep_stop_strings(request: dict[str, Any]) -> None:
     responses = [request.get("generate_response"), *(request.get("generate_responses") or [])]
     if any(isinstance(c.get("stop_reason"), str) for r in responses for c in choices(r)):
@@ -832,6 +843,20 @@ CATALOGUE: tuple[Defect, ...] = (
            "an XML parser that ends a value at the first tag inside it (<b>Paris</b> becomes empty)",
            on_response=edit_answer((CHAT_DERENDER,), _all_messages_edit(_edit_arguments(_nested_markup_cut)),
                                    stream=False), families=("qwen3-coder",)),
+    # Gemma 4's markup (gemma4): bugs only a channel-and-key:value parser can have
+    Defect("derender-g4-thought-label-kept", "derender", ("DERENDER-001",),
+           "the reasoning channel's \"thought\\n\" label is left at the start of the reasoning",
+           on_response=edit_answer((CHAT_DERENDER,), _all_messages_edit(_thought_label_kept), stream=False),
+           families=("gemma-4",)),
+    Defect("derender-g4-string-delimiters-kept", "derender", ("DERENDER-001",),
+           'string values keep the <|"|> delimiters Gemma 4 quotes them with',
+           on_response=edit_answer((CHAT_DERENDER,), _all_messages_edit(_edit_arguments(_string_delimiters_kept)),
+                                   stream=False), families=("gemma-4",)),
+    Defect("derender-g4-schema-ignored", "derender", ("DERENDER-001",),
+           "a key:value parser that never reads the request's tool schema, so every bare value stays its text"
+           " (days:3 as \"3\", metric:true as \"true\")",
+           on_response=edit_answer((CHAT_DERENDER,), _all_messages_edit(_edit_arguments(_values_as_text)),
+                                   stream=False), families=("gemma-4",)),
     Defect("derender-keeps-stop-string", "derender", ("DERENDER-022",),
            "the stop string the engine matched stays in the text (vLLM 0.32's derender shipped this)",
            on_request=edit_request(DERENDERS, _keep_stop_strings)),
