@@ -266,14 +266,18 @@ _G4_TEXT = st.one_of(text, st.sampled_from(["Paris, France", "a:b", "{x}", "[1, 
 #: get_forecast's arguments in Gemma 4's markup: name -> (text written after ``KEY:``, expected value), the expected
 #: value being DERENDER-029's reading (a quoted string as written; a bare value by the declared type, as in
 #: DERENDER-028; list items by the declared item type).
+#: Every bare-valued key is always there, so each example (a mutant campaign draws three) reads every declared type.
 gemma_forecast_arguments = st.fixed_dictionaries(
-    {"city": _G4_TEXT.filter(_g4_string).map(lambda t: (f"{_G4_QUOTE}{t}{_G4_QUOTE}", t))},
-    optional={
+    {
+        "city": _G4_TEXT.filter(_g4_string).map(lambda t: (f"{_G4_QUOTE}{t}{_G4_QUOTE}", t)),
         "days": st.integers(-10**12, 10**12).map(lambda n: (str(n), n)),
         "ratio": st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.integers(-999, 999)).map(
             lambda x: (repr(x), int(x) if float(x).is_integer() else x)),
         "metric": st.sampled_from([("true", True), ("false", False), ("True", True), ("FALSE", False)]),
-        "hours": st.lists(st.integers(0, 23), max_size=4).map(lambda h: ("[" + ",".join(map(str, h)) + "]", h)),
+        "hours": st.lists(st.integers(0, 23), min_size=1, max_size=4).map(
+            lambda h: ("[" + ",".join(map(str, h)) + "]", h)),
+    },
+    optional={
         "options": st.dictionaries(st.sampled_from(["unit", "lang", "days"]), _G4_TEXT.filter(_g4_string),
                                    max_size=3).map(lambda d: (
                                        "{" + ",".join(f"{k}:{_G4_QUOTE}{v}{_G4_QUOTE}" for k, v in d.items()) + "}",

@@ -848,11 +848,11 @@ CATALOGUE: tuple[Defect, ...] = (
            "the reasoning channel's \"thought\\n\" label is left at the start of the reasoning",
            on_response=edit_answer((CHAT_DERENDER,), _all_messages_edit(_thought_label_kept), stream=False),
            families=("gemma-4",)),
-    Defect("derender-g4-string-delimiters-kept", "derender", ("DERENDER-001",),
+    Defect("derender-g4-string-delimiters-kept", "derender", ("DERENDER-029", "DERENDER-001"),
            'string values keep the <|"|> delimiters Gemma 4 quotes them with',
            on_response=edit_answer((CHAT_DERENDER,), _all_messages_edit(_edit_arguments(_string_delimiters_kept)),
                                    stream=False), families=("gemma-4",)),
-    Defect("derender-g4-schema-ignored", "derender", ("DERENDER-001",),
+    Defect("derender-g4-schema-ignored", "derender", ("DERENDER-029",),
            "a key:value parser that never reads the request's tool schema, so every bare value stays its text"
            " (days:3 as \"3\", metric:true as \"true\")",
            on_response=edit_answer((CHAT_DERENDER,), _all_messages_edit(_edit_arguments(_values_as_text)),
