@@ -51,8 +51,16 @@ FORCED = {
 }
 # A forced tool call in the target's own tool markup (the cases above are hermes markup, which a llama3_json
 # parser also reads, differently): hermes markup unless the probed tool parser family writes calls otherwise.
-OWN_MARKUP = {"llama3_json": '{"name": "get_weather", "parameters": {"city": "Paris"}}'}
+OWN_MARKUP = {"llama3_json": '{"name": "get_weather", "parameters": {"city": "Paris"}}',
+              "gemma4": '<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>'}
 FORCED["own-markup-tool-call"] = (FORCED["tool-call"][0], ("PARITY-004", "PARITY-009"))
+# The reasoning cases in the target's own reasoning markup, where its reasoning family does not read <think>
+# (Gemma 4's channel; its calls are its own markup too, one parser engine reading both).
+OWN_REASONING = {"gemma4": {
+    "reasoning": "<|channel>thought\nTwo plus two is four.<channel|>The answer is 4.",
+    "reasoning+tool-call": '<|channel>thought\nI need the weather.<channel|><|tool_call>call:get_weather{city:<|"|>Oslo'
+                           '<|"|>}<tool_call|>',
+}}
 
 
 def _request(model: str, body: dict, capabilities, **fields) -> dict:
@@ -120,6 +128,7 @@ def test_forced_markup_parity(request, api, reference, target, capabilities, cod
     text, _ = FORCED[kind]
     if kind == "own-markup-tool-call":
         text = OWN_MARKUP.get(capabilities.parsers.get("tool") or "", text)
+    text = OWN_REASONING.get(capabilities.parsers.get("reasoning") or "", {}).get(kind, text)
     request_body = _request(
         target.model,
         {"messages": [{"role": "user", "content": "What is the weather in Paris?"}], "tools": [TOOL]},
