@@ -299,33 +299,39 @@ def test_tool_call_arguments_keep_every_json_type(api, target, codec, capabiliti
     assert got == want, f"[DERENDER-027] the markup's arguments {written} came back as {raw}"
 
 
+def _assert_typed_call(api, target, codec, capabilities, shape: str, markup: str, requirement: str, text: str,
+                       drawn: dict[str, tuple[str, object]]) -> None:
+    """Derender ``text`` (one get_forecast call written in ``shape``'s markup) where the configured tool parser reads
+    that shape as one call; its arguments must be the drawn values (``drawn``: key -> (written, value))."""
+    cases = [(s, v) for s, v in tool_call_shapes(capabilities) if s == shape]
+    if not cases:
+        _no_markup_of_this_kind(capabilities, f"{markup} ({shape})")
+    _, variant = cases[0]
+    ids = codec.encode(text)
+    assume(codec.decode(ids) == text)
+    message = derender_choice(api, target.model, capabilities, ids, variant)["message"]
+    calls = message.get("tool_calls") or []
+    assert len(calls) == 1, f"[{requirement}] {text!r} ({variant}) gave {len(calls)} calls"
+    raw = calls[0]["function"].get("arguments")
+    try:
+        parsed = json.loads(raw)
+    except (TypeError, ValueError):
+        parsed = {"<not JSON>": raw}
+    want = json.dumps({key: value for key, (_, value) in drawn.items()}, sort_keys=True, ensure_ascii=False)
+    assert json.dumps(parsed, sort_keys=True, ensure_ascii=False) == want, (
+        f"[{requirement}] arguments {want} came back as {raw}")
+
+
 @pytest.mark.req("DERENDER-028")
 @given(parameters=strategies.forecast_parameters)
 def test_parameter_elements_take_their_declared_types(api, target, codec, capabilities, parameters) -> None:
     """Where the configured tool parser reads xml-typed (parameter elements) as one call, a call of get_forecast
     with drawn values of every declared type comes back with each value read as its type (DERENDER-028; the
     expectation is the drawn value, never the target's reading of the text)."""
-    cases = [(s, v) for s, v in tool_call_shapes(capabilities) if s == "xml-typed"]
-    if not cases:
-        _no_markup_of_this_kind(capabilities, "parameter elements (xml-typed)")
-    shape, variant = cases[0]
     assume(all(strategies._value_text(written) for written, _ in parameters.values()))
     body = "".join(f"<parameter={key}>\n{written}\n</parameter>\n" for key, (written, _) in parameters.items())
-    text = f"<tool_call>\n<function=get_forecast>\n{body}</function>\n</tool_call>"
-    ids = codec.encode(text)
-    assume(codec.decode(ids) == text)
-    message = derender_choice(api, target.model, capabilities, ids, variant)["message"]
-    calls = message.get("tool_calls") or []
-    assert len(calls) == 1, f"[DERENDER-028] {text!r} ({variant}) gave {len(calls)} calls"
-    raw = calls[0]["function"].get("arguments")
-    try:
-        parsed = json.loads(raw)
-    except (TypeError, ValueError):
-        parsed = {"<not JSON>": raw}
-    want = {key: value for key, (_, value) in parameters.items()}
-    assert json.dumps(parsed, sort_keys=True, ensure_ascii=False) == json.dumps(want, sort_keys=True,
-                                                                                ensure_ascii=False), (
-        f"[DERENDER-028] parameters {json.dumps(want, ensure_ascii=False)} came back as {raw}")
+    _assert_typed_call(api, target, codec, capabilities, "xml-typed", "parameter elements", "DERENDER-028",
+                       f"<tool_call>\n<function=get_forecast>\n{body}</function>\n</tool_call>", parameters)
 
 
 @pytest.mark.req("DERENDER-029")
@@ -334,27 +340,10 @@ def test_key_value_calls_take_their_declared_types(api, target, codec, capabilit
     """Where the configured tool parser reads Gemma 4's key:value call (g4-typed) as one call, a call of get_forecast
     with drawn values of every declared type comes back with each value as drawn (DERENDER-029; the expectation is
     the drawn value, never the target's reading of the text)."""
-    cases = [(s, v) for s, v in tool_call_shapes(capabilities) if s == "g4-typed"]
-    if not cases:
-        _no_markup_of_this_kind(capabilities, "Gemma 4's key:value calls (g4-typed)")
-    shape, variant = cases[0]
     body = ",".join(f"{key}:{written}" for key, (written, _) in arguments.items())
-    text = f'<|tool_call>call:get_forecast{{{body}}}<tool_call|>'
     assume(not any(special in body for special in codec.special_texts if special != '<|"|>'))
-    ids = codec.encode(text)
-    assume(codec.decode(ids) == text)
-    message = derender_choice(api, target.model, capabilities, ids, variant)["message"]
-    calls = message.get("tool_calls") or []
-    assert len(calls) == 1, f"[DERENDER-029] {text!r} ({variant}) gave {len(calls)} calls"
-    raw = calls[0]["function"].get("arguments")
-    try:
-        parsed = json.loads(raw)
-    except (TypeError, ValueError):
-        parsed = {"<not JSON>": raw}
-    want = {key: value for key, (_, value) in arguments.items()}
-    assert json.dumps(parsed, sort_keys=True, ensure_ascii=False) == json.dumps(want, sort_keys=True,
-                                                                                ensure_ascii=False), (
-        f"[DERENDER-029] arguments {json.dumps(want, ensure_ascii=False)} came back as {raw}")
+    _assert_typed_call(api, target, codec, capabilities, "g4-typed", "Gemma 4's key:value calls", "DERENDER-029",
+                       f"<|tool_call>call:get_forecast{{{body}}}<tool_call|>", arguments)
 
 
 @pytest.mark.req("DERENDER-022")
