@@ -23,7 +23,7 @@ from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
 pytestmark = pytest.mark.vllm
 
 #: Bounded: about 25 s of fuzzing per seed on two cores.
-SEEDS = [101, 202, 303, 404, 505, 606]
+SEEDS = [101, 202, 303, 404]
 
 
 @pytest.fixture(scope="module")

@@ -462,6 +462,12 @@ def _thought_label_kept(message: dict[str, Any]) -> None:
         message["reasoning"] = "thought\n" + message["reasoning"]
 
 
+def _channel_left_in_content(message: dict[str, Any]) -> None:
+    if message.get("reasoning"):
+        message["content"] = f"<|channel>thought\n{message.pop('reasoning')}<channel|>" + (message.get("content") or "")
+        message["reasoning"] = None
+
+
 def _string_delimiters_kept(arguments: dict[str, Any]) -> None:
     for key, value in arguments.items():
         if isinstance(value, str):
@@ -847,6 +853,11 @@ CATALOGUE: tuple[Defect, ...] = (
     Defect("derender-g4-thought-label-kept", "derender", ("DERENDER-001",),
            "the reasoning channel's \"thought\\n\" label is left at the start of the reasoning",
            on_response=edit_answer((CHAT_DERENDER,), _all_messages_edit(_thought_label_kept), stream=False),
+           families=("gemma-4",)),
+    Defect("derender-g4-channel-left-in-content", "derender", ("DERENDER-001",),
+           "the reasoning channel is not split off: <|channel>thought ... <channel|> stays in the content, markers and"
+           " all",
+           on_response=edit_answer((CHAT_DERENDER,), _all_messages_edit(_channel_left_in_content), stream=False),
            families=("gemma-4",)),
     Defect("derender-g4-string-delimiters-kept", "derender", ("DERENDER-029", "DERENDER-001"),
            'string values keep the <|"|> delimiters Gemma 4 quotes them with',
