@@ -153,11 +153,10 @@ def families_acting_on(kind: str, shape: str) -> list[str]:
     """The families of ``kind`` whose parser changes ``shape``'s text (splits it, or drops markers): a target
     that changed it runs one of them, or a family the spec does not describe, never one that leaves it alone."""
     families = REASONING_FAMILIES if kind == "reasoning" else TOOL_FAMILIES
-    text = shapes()[shape]
-    untouched = Split(text, None, (), "stop")
+    untouched = (shapes()[shape], None, ())
     return [f for f in families
             if (want := expected(*((f, None) if kind == "reasoning" else (None, f)), shape, "thinking")) is not None
-            and (want.content, want.reasoning, want.tool_calls) != (untouched.content, None, ())]
+            and (want.content, want.reasoning, want.tool_calls) != untouched]
 
 
 def distinguishing_shapes(kind: str) -> list[str]:

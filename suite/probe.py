@@ -329,6 +329,12 @@ def _derender_message(c: RoleClients, target: Target, ids: list[int], request: d
         return answer, {}
 
 
+def _decodings(codec: Codec, text: str) -> set[str]:
+    """``text`` as the target may show it unparsed: decoded with and without its special tokens."""
+    ids = codec.encode(text)
+    return {codec.decode(ids), codec.decode(ids, skip_special_tokens=True)}
+
+
 def _unchanged(message: dict, decoded: set[str]) -> bool:
     return not message.get("reasoning") and not message.get("tool_calls") and (message.get("content") or "") in decoded
 
@@ -346,7 +352,7 @@ def _probe_parsers(c: RoleClients, caps: Capabilities, target: Target, codec: Co
     for shape in family_probes("reasoning"):  # until one gives reasoning: each family parses one of them
         text = shapes()[shape]
         ids = codec.encode(text)
-        decoded = {codec.decode(ids), codec.decode(ids, skip_special_tokens=True)}
+        decoded = _decodings(codec, text)
         answer, message = _derender_message(c, target, ids, {"model": target.model, "messages": user})
         if answer.ok and not _unchanged(message, decoded):  # reasoning given, or the text changed without it
             break
@@ -385,7 +391,7 @@ def _probe_parsers(c: RoleClients, caps: Capabilities, target: Target, codec: Co
                     f" known families' markup ({', '.join(TOOL_FAMILIES)}); declare tool_parser in --profile")
         caps.parsers["tool"] = "unknown"
         changed = [shape for shape, message in answers.items()
-                   if message and not _unchanged(message, {codec.decode(codec.encode(shapes()[shape]))})]
+                   if message and not _unchanged(message, _decodings(codec, shapes()[shape]))]
         caps.candidates["tool"] = sorted({f for shape in changed for f in families_acting_on("tool", shape)},
                                          key=TOOL_FAMILIES.index)
     else:
