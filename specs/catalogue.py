@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
+from tokenspec.yaml_files import load_yaml
 
 __all__ = [
     "AREA_PREFIXES",
@@ -100,7 +100,7 @@ def read_catalogue(spec_dir: Path = SPEC_DIR) -> list[Requirement]:
     """
     out: list[Requirement] = []
     for path in sorted((spec_dir / "requirements").glob("*.yaml")):
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = load_yaml(path.read_text(encoding="utf-8")) or {}
         entries = data.get("requirements", []) if isinstance(data, dict) else data
         for entry in entries or []:
             out.append(_requirement(entry if isinstance(entry, dict) else {}, area_of(path.stem)))
@@ -115,14 +115,14 @@ def load_catalogue() -> dict[str, Requirement]:
 
 def read_generations(spec_dir: Path = SPEC_DIR) -> dict[str, str]:
     """The API generations the spec describes (oldest first), each with what tells it apart."""
-    data = yaml.safe_load((spec_dir / "features.yaml").read_text(encoding="utf-8")) or {}
+    data = load_yaml((spec_dir / "features.yaml").read_text(encoding="utf-8")) or {}
     return {str(k): str(v) for k, v in sorted((data.get("generations") or {}).items(),
                                               key=lambda kv: generation_key(str(kv[0])))}
 
 
 def read_features(spec_dir: Path = SPEC_DIR) -> set[str]:
     """The closed feature vocabulary of ``spec_dir/features.yaml``."""
-    data = yaml.safe_load((spec_dir / "features.yaml").read_text(encoding="utf-8")) or {}
+    data = load_yaml((spec_dir / "features.yaml").read_text(encoding="utf-8")) or {}
     return set((data.get("features") or {}).keys()) | set((data.get("roles") or {}).keys())
 
 

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-import yaml
 
 from tokenspec.errors import UsageError
 from tokenspec.transport import Transport
+from tokenspec.yaml_files import load_yaml
 
 from .openapi import DOCUMENTS, load_document
 
@@ -179,7 +179,7 @@ def load_documented() -> list[Documented]:
     """The entries of the installed ``specs/drift.yaml``."""
     from tokenspec.specs.catalogue import SPEC_DIR
 
-    data = yaml.safe_load((SPEC_DIR / "drift.yaml").read_text(encoding="utf-8")) or {}
+    data = load_yaml((SPEC_DIR / "drift.yaml").read_text(encoding="utf-8")) or {}
     return [Documented(reason=" ".join(str(e["reason"]).split()), items=tuple(e.get("items") or ()),
                        endpoints=tuple(e.get("endpoints") or ("*",)), routes=tuple(e.get("routes") or ()),
                        since=None if e.get("since") is None else str(e["since"]),

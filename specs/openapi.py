@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema_rs
-import yaml
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
+
+from tokenspec.yaml_files import load_yaml
 
 __all__ = [
     "DOCUMENTS",
@@ -58,7 +59,7 @@ def document_uri(name: str, spec_dir: Path = SPEC_DIR) -> str:
 
 def read_document(path: Path) -> dict[str, Any]:
     """Parse one YAML document; YAML's int keys (``200:``) are normalised to strings."""
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = load_yaml(path.read_text(encoding="utf-8"))
     if not isinstance(data, dict):
         raise ValueError(f"{path.name}: not a YAML mapping")
     return _stringify_keys(data)

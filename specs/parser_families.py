@@ -16,9 +16,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from tokenspec.specs.catalogue import SPEC_DIR
+from tokenspec.yaml_files import load_yaml
 
 __all__ = [
     "ARGUMENTS_IN_SHAPES",
@@ -48,7 +47,7 @@ ARGUMENTS_IN_SHAPES = '{"city": "Paris"}'
 
 @functools.cache
 def _table() -> dict[str, Any]:
-    return yaml.safe_load((SPEC_DIR / "parsers.yaml").read_text(encoding="utf-8"))
+    return load_yaml((SPEC_DIR / "parsers.yaml").read_text(encoding="utf-8"))
 
 
 def shapes() -> dict[str, str]:

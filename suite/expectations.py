@@ -36,6 +36,7 @@ from typing import Any
 import yaml
 
 from tokenspec.errors import UsageError, read_user_yaml
+from tokenspec.yaml_files import load_yaml
 
 
 @dataclass(frozen=True)
@@ -201,7 +202,7 @@ def _editable(path: Path) -> tuple[str, dict[str, Any], list[Expectation]]:
     lines = source.splitlines()
     header = "".join(line + "\n" for line in lines[: next((i for i, ln in enumerate(lines)
                                                           if not ln.startswith("#")), len(lines))])
-    return header, yaml.safe_load(source), load_expectations_file(path).entries
+    return header, load_yaml(source), load_expectations_file(path).entries
 
 
 def with_evidence(path: str | Path, reports: list[dict[str, Any]]) -> str:

@@ -20,9 +20,11 @@ def read_user_yaml(path: object, what: str) -> object:
 
     import yaml
 
+    from tokenspec.yaml_files import load_yaml
+
     file = Path(str(path))
     try:
-        return yaml.safe_load(file.read_text())
+        return load_yaml(file.read_text())
     except FileNotFoundError:
         raise UsageError(f"{what} not found: {file}") from None
     except yaml.YAMLError as exc:

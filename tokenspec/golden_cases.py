@@ -14,10 +14,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tokenspec import __version__
 from tokenspec.fingerprint import tokenizer_fingerprint
+from tokenspec.yaml_files import load_yaml
 
 GOLDEN_DIR = Path(str(resources.files("tokenspec.golden")))
 
@@ -51,7 +50,7 @@ def build_golden(model_dir: Path, out_dir: Path = GOLDEN_DIR, *, family: str | N
     from tokenspec.suite.render_oracle import RenderOracle
 
     oracle = RenderOracle.load(model_dir)
-    source = yaml.safe_load((GOLDEN_DIR / "cases.yaml").read_text())
+    source = load_yaml((GOLDEN_DIR / "cases.yaml").read_text())
     cases: list[dict[str, Any]] = []
     for case in source["render"]:
         request = case["request"]

@@ -29,6 +29,7 @@ from tokenspec.specs.parser_families import (
     table_request,
 )
 from tokenspec.transport import Transport
+from tokenspec.yaml_files import load_yaml
 
 __all__ = ["TableDiff", "record", "recording_folder", "write_rows"]
 
@@ -106,7 +107,7 @@ def record(configs: Iterable[tuple[str | None, str | None]], wanted: Iterable[st
 
     from tokenspec.harness.implementations import vllm
 
-    table = yaml.safe_load(TABLE.read_text(encoding="utf-8"))
+    table = load_yaml(TABLE.read_text(encoding="utf-8"))
     expect: dict[str, Any] = table["expect"]
     texts = {k: v for k, v in shapes().items() if wanted is None or k in set(wanted)}
     diff = TableDiff(rows=expect)

@@ -138,7 +138,9 @@ def reference_profile(tool_parser: str | None, reasoning_parser: str | None) -> 
         return PROFILE
     import yaml
 
-    profile = yaml.safe_load(PROFILE.read_text(encoding="utf-8"))
+    from tokenspec.yaml_files import load_yaml
+
+    profile = load_yaml(PROFILE.read_text(encoding="utf-8"))
     profile["parsers"] = {"reasoning": reasoning or "none", "tool": tool or "none"}
     profile["features"].update({"tools": tool is not None, "tool-parsing": tool is not None,
                                 "reasoning": reasoning is not None})
