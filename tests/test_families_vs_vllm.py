@@ -159,8 +159,13 @@ def test_suite_passes_against_the_frontend(family: Family, tmp_path: Path) -> No
 
 
 def test_suite_against_vllm_finds_only_recorded_deviations(family: Family, tmp_path: Path) -> None:
-    """The same suite against vLLM's render server on the family: every failure is in the expectations file."""
-    run, report = _suite(family.server.url, family.folder, tmp_path, "--expectations", str(EXPECTATIONS))
+    """The same suite against vLLM's render server on the family: every failure is in the expectations file.
+
+    Less ERROR-014's declared-length test: it waits 5 s on each of the six routes of a server that reads the whole
+    body, as vLLM's does before any model is involved; the tiny family's cell (tests/test_matrix_cell.py) judges it,
+    and here it cost 15 s of each family's run."""
+    run, report = _suite(family.server.url, family.folder, tmp_path, "--expectations", str(EXPECTATIONS),
+                         "-k", "not test_oversized_body_refused_from_its_declared_length")
     assert run.returncode == 0, run.stdout[-3000:]
     assert report["summary"]["xfailed"] > 0, "vLLM 0.32's known deviations must show on every family"
 
