@@ -45,7 +45,7 @@ def parse_json(raw: bytes) -> Any:
     orjson reads a derender body's few hundred token ids in a quarter of the time; whatever it refuses (a byte
     order mark, a lone surrogate, an exponent past a float's range, nesting past 1024) is read by ``json``
     instead, which accepts it or names the error as before. orjson turns an integer outside 64 bits into a float,
-    so a body with a number of 19 digits or more never reaches it. ``tests/test_frontend.py`` holds both readers
+    so a body with a number of 19 digits or more never reaches it. ``tests/test_request_body.py`` holds both readers
     to one result on generated bodies.
     """
     if _LONG_NUMBER not in raw.translate(_DIGITS_AS_ZERO):
