@@ -63,6 +63,11 @@ def test_target_verdict(measured: float, limit: float, verdict: str) -> None:
     assert target.line().startswith(verdict)
 
 
+def test_a_target_line_tells_a_near_miss_from_a_pass() -> None:
+    assert "0.0696x" in statistics.Target("x", 0.0696, 0.07).line()
+    assert "0.073x" in statistics.Target("x", 0.073, 0.07).line()
+
+
 def test_table_aligns_columns() -> None:
     lines = statistics.table(["what", "ms"], [["a", 1.0], ["longer", 12.345]]).splitlines()
     assert lines[0].startswith("what") and set(lines[1]) <= {"-", " "}
@@ -281,3 +286,25 @@ def test_the_timing_client_reconnects_when_a_server_closes_each_connection() -> 
         conn.close()
     assert set(rates) == {"a", "b"} and all(rate > 0 for rate in rates.values())
     assert len(_CLOSING_SEEN) >= 5 + 16, "every answer closed its connection, so each request came on a new one"
+
+
+def test_the_render_floor_server_renders_the_frontends_prompt_and_takes_its_turn(tiny_model: BuildResult) -> None:
+    """``bench frontend``'s render floor (floor_server.py, started as the benchmark starts it) answers the frontend's
+    very prompt ids, and ``measure_pair`` times it in the render blocks only."""
+    from broken_server import frontend_config
+    from frontend_server import running_frontend
+
+    from tokenspec.harness.benchmarks.clients import TimedConnection
+    from tokenspec.harness.benchmarks.frontend import FLOOR_SERVER, measure_pair
+    from tokenspec.harness.processes import ServerProcess
+
+    floor = ServerProcess("render floor server", [sys.executable, "-m", "tokenspec.harness.benchmarks.floor_server",
+                                                  "--model", str(tiny_model.model_dir), "--port", "{port}"],
+                          startup_timeout=60.0)
+    tokenizer = Tokenizer.from_file(str(tiny_model.model_dir / "tokenizer.json"))
+    with floor, running_frontend(frontend_config(tiny_model.model_dir, "tokenspec-tiny")) as url:
+        conns = {"a": TimedConnection(url), "b": TimedConnection(url)}
+        doc = measure_pair(conns, "tokenspec-tiny", tokenizer, 4, subject="a", baseline="b", floor_side="a",
+                           floor_server=TimedConnection(floor.url))
+    assert set(doc["latency_ms"][FLOOR_SERVER]) == {"render"} and doc["latency_ms"][FLOOR_SERVER]["render"]["n"] == 4
+    assert doc["floor_ms"]["render_server_p50"] == doc["latency_ms"][FLOOR_SERVER]["render"]["p50"] > 0

@@ -48,7 +48,8 @@ class Target:
         return self.measured <= self.limit
 
     def line(self) -> str:
-        return f"{'PASS' if self.passed else 'MISS'}  {self.name}: {self.measured:.2f}x (target <= {self.limit:g}x)"
+        # three significant digits: 0.0696 and 0.0730 both read "0.07" at two decimals, one a PASS, one a MISS
+        return f"{'PASS' if self.passed else 'MISS'}  {self.name}: {self.measured:.3g}x (target <= {self.limit:g}x)"
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "measured": round(self.measured, 4), "limit": self.limit,
