@@ -295,12 +295,10 @@ def test_the_render_floor_server_renders_the_frontends_prompt_and_takes_its_turn
     from frontend_server import running_frontend
 
     from tokenspec.harness.benchmarks.clients import TimedConnection
+    from tokenspec.harness.benchmarks.floor_server import floor_process
     from tokenspec.harness.benchmarks.frontend import FLOOR_SERVER, measure_pair
-    from tokenspec.harness.processes import ServerProcess
 
-    floor = ServerProcess("render floor server", [sys.executable, "-m", "tokenspec.harness.benchmarks.floor_server",
-                                                  "--model", str(tiny_model.model_dir), "--port", "{port}"],
-                          startup_timeout=60.0)
+    floor = floor_process(tiny_model.model_dir)
     tokenizer = Tokenizer.from_file(str(tiny_model.model_dir / "tokenizer.json"))
     with floor, running_frontend(frontend_config(tiny_model.model_dir, "tokenspec-tiny")) as url:
         conns = {"a": TimedConnection(url), "b": TimedConnection(url)}

@@ -12,6 +12,7 @@ not a server to run. ``GET /health`` answers 200, for the launcher's readiness p
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import uvicorn
 
 from tokenspec.harness.frontend.chat_template import render_chat
 from tokenspec.harness.frontend.model_files import ModelFiles
+from tokenspec.harness.processes import ServerProcess
 
 Message = dict[str, Any]
 
@@ -52,6 +54,12 @@ def floor_app(model_dir: Path) -> Any:
         await send({"type": "http.response.body", "body": answer})
 
     return app
+
+
+def floor_process(model_dir: Path) -> ServerProcess:
+    """The floor server as a child process on a free port (started and stopped like every benchmarked server)."""
+    return ServerProcess("render floor server", [sys.executable, "-m", "tokenspec.harness.benchmarks.floor_server",
+                                                 "--model", str(model_dir), "--port", "{port}"], startup_timeout=60.0)
 
 
 def main() -> None:

@@ -5,18 +5,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import sys
 from typing import Any
 
 from tokenspec.errors import UsageError
 from tokenspec.harness.benchmarks.clients import WARMUP, TimedConnection, interleaved_throughput, post_ok, timeit_ms
+from tokenspec.harness.benchmarks.floor_server import floor_process
 from tokenspec.harness.benchmarks.lifecycle import machine_facts, model_folder
 from tokenspec.harness.benchmarks.payloads import TARGET_TOKENS, conversation, output_ids
 from tokenspec.harness.benchmarks.statistics import Target, ratio, summarize, table
 from tokenspec.harness.implementations import vllm
 from tokenspec.harness.implementations.reference import REASONING_PARSER, TOOL_PARSER, frontend_process
 from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
-from tokenspec.harness.processes import ServerProcess
 
 CONCURRENCY = (1, 16)  # concurrent clients of the throughput bursts
 RENDER_TARGET = 0.25  # render p50, ours/vLLM (issue 24)
@@ -36,8 +35,7 @@ def bench_frontend(args: argparse.Namespace) -> dict[str, Any]:
     render_server = vllm.VllmServer(install, "render", model_dir, name,
                                     extra_args=vllm.parser_args(TOOL_PARSER, REASONING_PARSER))
     frontend = frontend_process(model_dir, name, None)
-    floor = ServerProcess("render floor server", [sys.executable, "-m", "tokenspec.harness.benchmarks.floor_server",
-                                                  "--model", str(model_dir), "--port", "{port}"], startup_timeout=60.0)
+    floor = floor_process(model_dir)
     with contextlib.ExitStack() as stack:
         for server in (render_server, frontend, floor):
             stack.callback(server.stop)
