@@ -5,8 +5,9 @@ absolute times, but a ratio measured in one run, with requests interleaved (A, B
 hits both sides alike, is stable enough to report against a target.
 
 - ``frontend``: our CPU frontend vs vLLM's GPU-less render server on the same model and parsers: chat render
-  of a ~300-token conversation and chat derender of ~300 output tokens; sequential p50/p95, throughput at
-  concurrency 1 and 8, and the floor (empty endpoint + in-process ``tokenizers`` work for the same payload).
+  of a ~300-token conversation and chat derender of ~300 output tokens; sequential p50/p95/p99, throughput at
+  concurrency 1 and 16, the floor (empty endpoint + in-process ``tokenizers`` work for the same payload) and the
+  render floor server (``floor_server.py``: only body, template, encode and answer, on the same stack).
 - ``gateway``: the whole reference server; a 16-token greedy generation through vLLM's coupled endpoint vs
   through our gateway, then a load test of mixed streaming / non-streaming requests with RSS samples and a
   parity sample.
