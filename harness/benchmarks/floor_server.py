@@ -39,17 +39,16 @@ def floor_app(model_dir: Path) -> Any:
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        if scope["method"] == "GET":
-            status, answer = 200, b""
-        else:
+        answer = b""
+        if scope["method"] != "GET":
             chunks = []
             more = True
             while more:
                 message = await receive()
                 chunks.append(message.get("body", b""))
                 more = message.get("more_body", False)
-            status, answer = 200, orjson.dumps({"token_ids": prompt_ids(orjson.loads(b"".join(chunks))["messages"])})
-        await send({"type": "http.response.start", "status": status,
+            answer = orjson.dumps({"token_ids": prompt_ids(orjson.loads(b"".join(chunks))["messages"])})
+        await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(answer))]})
         await send({"type": "http.response.body", "body": answer})
 
