@@ -19,15 +19,15 @@ def tests(session: nox.Session) -> None:
 
 
 #: Every exit status `tokenspec run` documents (`tokenspec run --help`); nox would fold them all into 1.
-RUN_EXIT_CODES = [0, 1, 2, 130]
+RUN_EXIT_CODES = [0, 1, 2, 3, 130, 143]
 
 
 @nox.session
 def conformance(session: nox.Session) -> None:
     """Run the conformance suite; posargs go straight to `tokenspec run` (e.g. `-- --target URL`).
 
-    The session ends with tokenspec's own exit status (0 pass, 1 MUST failure, 2 usage error), so a CI gate
-    reads the same codes through nox as from `tokenspec run`."""
+    The session ends with tokenspec's own exit status (0 pass, 1 MUST failure, 2 usage error, 3 inconclusive,
+    130/143 interrupted), so a CI gate reads the same codes through nox as from `tokenspec run`."""
     session.install("-e", ".")
     import subprocess
 
