@@ -175,7 +175,7 @@ def run(config: RunConfig) -> int:
           " report.json and junit.xml beside them)")
     from tokenspec.suite.coverage import blind, unjudged
     from tokenspec.suite.report import top_failing
-    from tokenspec.suite.results import LEVELS, TestResult, exit_code
+    from tokenspec.suite.results import EXIT_INCONCLUSIVE, LEVELS, TestResult, exit_code
 
     tests = [TestResult(**t) for t in data["tests"]]
     if worst := top_failing(tests):
@@ -186,7 +186,11 @@ def run(config: RunConfig) -> int:
             ids = [u.id for u in never if u.level == level]
             if ids:
                 print(f"  {level} {len(ids)}: {', '.join(ids[:12])}{' ...' if len(ids) > 12 else ''}")
-    code = exit_code(tests)
+    code = exit_code(tests, data.get("lost_servers"))
+    if code == EXIT_INCONCLUSIVE:
+        print("tokenspec: no verdict: a server this run needs stopped answering; the tests that needed it after"
+              " that are not tested (report.json: lost_servers). Restart it and run again.")
+        return code
     if config.require_judged and (gaps := blind(tests, config.require_judged)):
         print(f"tokenspec: FAIL (--require-judged {config.require_judged}): {len(gaps)} requirement(s) cited by this"
               f" run's tests were never judged: {', '.join(u.id for u in gaps[:12])}"
@@ -196,9 +200,21 @@ def run(config: RunConfig) -> int:
 
 
 def _fresh_report_dir(report: str | None) -> Path:
-    """The run's report folder, without the artifacts of an earlier run (none may outlive the run it describes)."""
+    """The run's report folder, created, proven writable and without the artifacts of an earlier run (none may
+    outlive the run it describes). Checked before any test runs: a folder the reports cannot be written to would
+    otherwise surface only after the whole suite, as a traceback."""
     report_dir = Path(report) if report else Path(tempfile.mkdtemp(prefix="tokenspec-"))
-    _clear(report_dir)
+    if report_dir.exists() and not report_dir.is_dir():
+        raise UsageError(f"--report {report_dir} is a file; give a folder (it is created if missing)")
+    try:
+        report_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=report_dir, prefix=".tokenspec-probe-"):
+            pass
+        _clear(report_dir)
+    except NotADirectoryError:
+        raise UsageError(f"--report {report_dir}: part of that path is a file, not a folder") from None
+    except OSError as exc:
+        raise UsageError(f"--report {report_dir}: cannot write reports there ({exc.strerror or exc})") from None
     return report_dir
 
 

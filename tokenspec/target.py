@@ -87,11 +87,17 @@ def check_access(url: str, transport: Transport, role: str = "target", timeout: 
 
 
 def check_model_served(url: str, model: str, transport: Transport | None = None, timeout: float = 10.0) -> None:
-    """Refuse (one line) a --model the target's /v1/models does not list; a target without the list is trusted."""
+    """Refuse (one line) a --model the target's /v1/models does not list; a target without the list is trusted,
+    one that answers it with a web page is not an LLM server at all."""
     try:
         with (transport or Transport()).client("target", timeout=timeout) as client:
-            ids = [str(card["id"]) for card in client.get(f"{url}/v1/models").json()["data"]]
-    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            resp = client.get(f"{url}/v1/models")
+    except httpx.HTTPError:
+        return
+    check_llm_server(url, resp)
+    try:
+        ids = [str(card["id"]) for card in resp.json()["data"]]
+    except (ValueError, KeyError, TypeError):
         return
     if ids and model not in ids:
         raise UsageError(f"--model {model} is not served by {url} (its /v1/models lists: {', '.join(ids)})")
@@ -99,11 +105,28 @@ def check_model_served(url: str, model: str, transport: Transport | None = None,
 
 def served_model(url: str, transport: Transport | None = None, timeout: float = 10.0) -> str:
     """The first model id of ``GET /v1/models``; the suite's default model name."""
+    where = f"cannot read the model name from {url}/v1/models"
     try:
         with (transport or Transport()).client("target", timeout=timeout) as client:
             resp = client.get(f"{url}/v1/models")
-            resp.raise_for_status()
-            data = resp.json()["data"]
-            return str(data[0]["id"])
-    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
-        raise UsageError(f"cannot read the model name from {url}/v1/models ({exc}); pass --model NAME") from None
+    except httpx.HTTPError as exc:
+        raise UsageError(f"{where} ({type(exc).__name__}: {exc}); pass --model NAME") from None
+    check_llm_server(url, resp)
+    if not resp.is_success:
+        raise UsageError(f"{where} (it answered {resp.status_code} {_media_type(resp)}); pass --model NAME")
+    try:
+        return str(resp.json()["data"][0]["id"])
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        raise UsageError(f"{where} ({type(exc).__name__}: {exc}); pass --model NAME") from None
+
+
+def check_llm_server(url: str, models: httpx.Response) -> None:
+    """An OpenAI-compatible server answers ``/v1/models`` with JSON, or at worst a framework's plain-text 404; a web
+    page there means the URL is some other web server, and every test would fail for that one reason."""
+    if _media_type(models) in ("text/html", "application/xhtml+xml"):
+        raise UsageError(f"{url} is not an LLM server: /v1/models answered {models.status_code}"
+                         f" {_media_type(models)} (expected JSON from an OpenAI-compatible server)")
+
+
+def _media_type(resp: httpx.Response) -> str:
+    return resp.headers.get("content-type", "").split(";")[0].strip().lower() or "with no content type"

@@ -5,6 +5,8 @@ with these; ``tokenspec.cli`` only assembles them."""
 from __future__ import annotations
 
 import argparse
+import difflib
+import re
 from collections.abc import Sequence
 
 #: The main job's default seed: the README's command gives the same verdict on every run and machine.
@@ -31,10 +33,53 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with the CLI's contract for usage errors: one line on stderr, exit code 2."""
+    """argparse with the CLI's contract for usage errors: one line on stderr, exit code 2, and a did-you-mean for
+    a mistyped flag, subcommand or choice (argparse alone reports ``--targt URL`` as a missing ``--target``)."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None,
+    ) -> tuple[argparse.Namespace, list[str]]:
+        if args is not None and not self._subcommands() and (unknown := self._unknown_flags(list(args))):
+            self.error(f"unrecognized argument{'s' if len(unknown) > 1 else ''}: "
+                       + ", ".join(flag + self._suggest(flag, self._flags()) for flag in unknown))
+        return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> None:  # type: ignore[override]
+        if refused := re.search(r"argument (\S+): invalid choice: '([^']*)'", message):
+            hint = self._suggest(refused.group(2), self._choices(refused.group(1)))
+            message = message[:refused.end()] + hint + message[refused.end():]
         self.exit(2, f"tokenspec: error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+    def _subcommands(self) -> list[argparse._SubParsersAction]:  # type: ignore[type-arg]
+        return [a for a in self._actions if isinstance(a, argparse._SubParsersAction)]
+
+    def _flags(self) -> list[str]:
+        return [flag for flag in self._option_string_actions if flag.startswith("--")]
+
+    def _choices(self, name: str) -> list[str]:
+        """The choices of the argument argparse names ``name`` in its message (a flag, or the subcommand metavar)."""
+        for action in self._actions:
+            if action.choices and name == argparse._get_action_name(action):
+                return [str(choice) for choice in action.choices]
+        return []
+
+    def _unknown_flags(self, args: list[str]) -> list[str]:
+        """Long flags of ``args`` this parser does not know, even as an abbreviation (up to ``--``)."""
+        flags = self._flags()
+        unknown = []
+        for arg in args[:args.index("--")] if "--" in args else args:
+            name = arg.split("=", 1)[0]
+            if not name.startswith("--") or len(name) == 2 or name in flags:
+                continue
+            if self.allow_abbrev and any(flag.startswith(name) for flag in flags):
+                continue  # an abbreviation, or an ambiguous one argparse itself reports
+            unknown.append(name)
+        return unknown
+
+    @staticmethod
+    def _suggest(word: str, candidates: Sequence[str]) -> str:
+        close = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
+        return f" (did you mean {close[0]}?)" if close else ""
 
 
 #: What every exit status means; each subcommand's --help lists the ones it can return.
