@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest  # imported with the runner, while interrupts are still held (tokenspec/interrupts.py)
 
 from tokenspec.config import RunConfig
-from tokenspec.errors import UsageError
+from tokenspec.errors import UsageError, writable_folder
 from tokenspec.interrupts import INTERRUPTS
 from tokenspec.target import check_access, check_model_served, check_reachable, served_model
 from tokenspec.transport import Transport, redact, redact_folder
@@ -203,18 +203,11 @@ def _fresh_report_dir(report: str | None) -> Path:
     """The run's report folder, created, proven writable and without the artifacts of an earlier run (none may
     outlive the run it describes). Checked before any test runs: a folder the reports cannot be written to would
     otherwise surface only after the whole suite, as a traceback."""
-    report_dir = Path(report) if report else Path(tempfile.mkdtemp(prefix="tokenspec-"))
-    if report_dir.exists() and not report_dir.is_dir():
-        raise UsageError(f"--report {report_dir} is a file; give a folder (it is created if missing)")
+    report_dir = writable_folder(report, "--report") if report else Path(tempfile.mkdtemp(prefix="tokenspec-"))
     try:
-        report_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=report_dir, prefix=".tokenspec-probe-"):
-            pass
         _clear(report_dir)
-    except NotADirectoryError:
-        raise UsageError(f"--report {report_dir}: part of that path is a file, not a folder") from None
     except OSError as exc:
-        raise UsageError(f"--report {report_dir}: cannot write reports there ({exc.strerror or exc})") from None
+        raise UsageError(f"--report {report_dir}: cannot remove an earlier run's reports ({exc})") from None
     return report_dir
 
 
