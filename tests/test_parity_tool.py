@@ -55,13 +55,70 @@ def test_identical_servers_agree_everywhere(tmp_path: Path) -> None:
     assert report["agreement"]["content"]["rate"] == 1.0 and report["agreement"]["token_ids"]["agree"] == 8
 
 
-def test_a_difference_is_counted_and_shown_side_by_side(tmp_path: Path) -> None:
+def test_a_difference_is_counted_and_shown_side_by_side(tmp_path: Path, capsys) -> None:
     with running_app(canned_server("Paris")) as a, running_app(canned_server("paris")) as b:
         assert main(["parity", "--a", a, "--b", b, "--cases", "10", "--report", str(tmp_path)]) == 1
     report = json.loads((tmp_path / "parity.json").read_text())
     assert report["agreement"]["content"]["disagree"] == 8 and report["agreement"]["text"]["disagree"] == 2
     page = (tmp_path / "parity.html").read_text()
     assert "aris" in page and "diff_chg" in page and "case-" in page
+    assert "10 cases generated from seed 0. No errors." in page and "<h2>Disagreements (10)</h2>" in page
+    assert "<h2>Errors" not in page
+    assert "tokenspec: parity FAIL: 10 disagreements (content 8, text 2)\n" in capsys.readouterr().out
+
+
+def _traffic(outcomes: list) -> dict:
+    from tokenspec.traffic import to_report
+
+    return to_report(outcomes, [], {"target": "http://t", "engine": "http://e", "reference": "http://r"}, "m")
+
+
+def test_the_report_s_sentences_are_right_for_0_1_and_many() -> None:
+    """Singular and plural, no empty list after a colon, errors apart from disagreements, whatever the count."""
+    from tokenspec.parity import to_html, to_json, verdict
+    from tokenspec.traffic import Outcome
+    from tokenspec.traffic import Request as Line
+
+    def outcome(n: int, mode: str = "", error: str = "", agree: bool = True) -> Outcome:
+        fields = {"content": (agree, "x", "x" if agree else "y")} if mode else {}
+        return Outcome(Line(n, f"r{n}", "chat", {}), mode=mode, fields=fields,
+                       errors={"reference": error} if error else {})
+
+    none = to_json("http://a", "http://b", "m", 7, [])
+    assert "0 cases generated from seed 7. No errors." in to_html(none)
+    assert verdict(none) == (0, "tokenspec: parity PASS: 0 cases, no disagreement and no error")
+    one = _traffic([outcome(1, error="answered 404: Not Found")])
+    page = to_html(one)
+    assert "1 request of the operator&#x27;s file. 1 request of 1 failed with an error" in page, page
+    assert "<h2>Disagreements</h2><p>None.</p>" in page and "<h2>Errors (1)</h2><h3>r1</h3>" in page
+    assert ": ," not in page and "1 requests" not in page
+    many = _traffic([outcome(1, "tokens"), outcome(2, "greedy", agree=False), outcome(3, error="HTTP 500"),
+                     outcome(4, "tokens")])
+    page = to_html(many)
+    assert ("4 requests of the operator&#x27;s file (2 compared at the tokens level, 1 compared at the greedy"
+            " level). 1 request of 4 failed with an error") in page, page
+    assert "<h2>Disagreements (1)</h2><h3>r2: content</h3>" in page and "<h2>Errors (1)</h2><h3>r3</h3>" in page
+    assert verdict(many) == (1, "tokenspec: parity FAIL: 1 disagreement (content 1); 1 request of 4 failed with an"
+                                " error (first, r3: reference: HTTP 500)")
+
+
+def test_a_reference_that_answers_404_is_named_on_the_terminal(tmp_path: Path, capsys) -> None:
+    """One valid line, a reference without the route: exit 1, the terminal names the 404, the page lists it as an
+    error (not a disagreement)."""
+    line = {"custom_id": "only", "method": "POST", "url": "/v1/chat/completions",
+            "body": {"messages": [{"role": "user", "content": "Hi"}]}}
+    requests = tmp_path / "traffic.jsonl"
+    requests.write_text(json.dumps(line) + "\n")
+    with running_app(canned_server("x")) as target, running_app(Starlette(routes=[]), health=None) as reference:
+        code = main(["parity", "--requests", str(requests), "--target", target, "--reference", reference,
+                     "--report", str(tmp_path / "out")])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert (f"tokenspec: parity FAIL: 1 request of 1 failed with an error (first, only: reference: POST {reference}"
+            "/v1/chat/completions answered 404: Not Found)") in out, out
+    page = (tmp_path / "out" / "parity.html").read_text()
+    assert "1 request of the operator&#x27;s file. 1 request of 1 failed with an error" in page, page
+    assert "<h2>Disagreements</h2><p>None.</p>" in page and "answered 404" in page.split("<h2>Errors (1)</h2>")[1]
 
 
 def test_hosted_api_without_token_ids_compares_what_is_exposed(tmp_path: Path) -> None:
@@ -86,6 +143,7 @@ def test_a_key_the_servers_echo_never_reaches_the_parity_report(tmp_path: Path, 
     echoing = Starlette(routes=[R("/v1/chat/completions", echo, methods=["POST"]),
                                 R("/v1/completions", echo, methods=["POST"]), R("/health", echo)])
     monkeypatch.setenv("TOKENSPEC_API_KEY", secret)
+    out = {}
     with running_app(canned_server("same")) as a, running_app(echoing, health=None) as b:
         for name in ("redacted", "leaky"):
             if name == "leaky":
@@ -93,9 +151,12 @@ def test_a_key_the_servers_echo_never_reaches_the_parity_report(tmp_path: Path, 
 
                 monkeypatch.setattr(tokenspec.transport, "redact", lambda text, secrets: text)
             assert main(["parity", "--a", a, "--b", b, "--cases", "3", "--report", str(tmp_path / name)]) == 1
-    out = capsys.readouterr().out
+            out[name] = capsys.readouterr().out
     redacted = (tmp_path / "redacted" / "parity.json").read_text()
-    assert "bad key Bearer $TOKENSPEC_API_KEY" in redacted and secret not in redacted and secret not in out
+    assert "bad key Bearer $TOKENSPEC_API_KEY" in redacted and secret not in redacted
+    assert "bad key Bearer $TOKENSPEC_API_KEY" in out["redacted"] and secret not in out["redacted"], \
+        "the terminal names the error, redacted"
+    assert secret in out["leaky"], "without redaction the terminal's error line shows the key"
     assert secret not in (tmp_path / "redacted" / "parity.html").read_text()
     assert secret in (tmp_path / "leaky" / "parity.json").read_text(), "without redaction the key shows"
 

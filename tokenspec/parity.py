@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 
 from tokenspec.compare import chat_view, completion_view
-from tokenspec.errors import UsageError
+from tokenspec.errors import UsageError, one_line, writable_folder
 from tokenspec.samples import WEATHER_TOOL as TOOL
 from tokenspec.target import check_access, check_reachable, normalise_url, served_model
 from tokenspec.transport import Transport
@@ -175,11 +175,51 @@ def _rate(rate: float | None) -> str:
     return "n/a" if rate is None else f"{100 * rate:.1f}%"
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _unit(report: dict[str, Any]) -> str:
+    """What one row of the report is: a generated case (--a/--b) or a request of the operator's file."""
+    return "request" if "modes" in report else "case"
+
+
 def _provenance(report: dict[str, Any]) -> str:
+    """Where the cases came from, a whole sentence for any count (no empty list after a colon)."""
+    counted = _count(report["cases"], _unit(report))
     if "modes" not in report:
-        return f"cases (seed {report['seed']})"
-    return ("requests of the operator's file: " + ", ".join(f"{n} compared at the {mode} level"
-                                                           for mode, n in report["modes"].items() if n))
+        return f"{counted} generated from seed {report['seed']}"
+    modes = [f"{n} compared at the {mode} level" for mode, n in report["modes"].items() if n]
+    return f"{counted} of the operator's file" + (f" ({', '.join(modes)})" if modes else "")
+
+
+def _errors_sentence(report: dict[str, Any]) -> str:
+    if not report["errors"]:
+        return "No errors."
+    return (f"{_count(report['errors'], _unit(report))} of {report['cases']} failed with an error"
+            " (listed under Errors, apart from disagreements).")
+
+
+def _disagreements(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """Each (case id, field) the two sides answered differently."""
+    return [(r["id"], name) for r in report["results"] for name, v in r["fields"].items() if v["agree"] is False]
+
+
+def verdict(report: dict[str, Any]) -> tuple[int, str]:
+    """The exit code and the one terminal line that names its cause: which fields disagree, which case errored."""
+    parts = []
+    if disagreements := _disagreements(report):
+        fields = ", ".join(f"{name} {v['disagree']}" for name, v in report["agreement"].items() if v["disagree"])
+        parts.append(f"{_count(len(disagreements), 'disagreement')} ({fields})")
+    if report["errors"]:
+        first = next(r for r in report["results"] if r["errors"])
+        side, message = next(iter(first["errors"].items()))
+        message = one_line(message)
+        parts.append(f"{_count(report['errors'], _unit(report))} of {report['cases']} failed with an error"
+                     f" (first, {first['id']}: {side}: {message[:200]}{'...' if len(message) > 200 else ''})")
+    if parts:
+        return 1, "tokenspec: parity FAIL: " + "; ".join(parts)
+    return 0, f"tokenspec: parity PASS: {_count(report['cases'], _unit(report))}, no disagreement and no error"
 
 
 def _skipped(report: dict[str, Any]) -> str:
@@ -188,13 +228,25 @@ def _skipped(report: dict[str, Any]) -> str:
     return f"<h2>Skipped lines ({len(lines)})</h2><ul>{items}</ul>" if lines else ""
 
 
-def to_html(report: dict[str, Any]) -> str:
-    esc = html.escape
+def _agreement_table(report: dict[str, Any]) -> str:
+    if not report["agreement"]:
+        return "<p>No field was compared.</p>"
     rows = "".join(
-        f"<tr><td>{esc(name)}</td><td>{v['agree']}</td><td>{v['disagree']}</td><td>{v['not_comparable']}</td>"
-        f"<td>{_rate(v['rate'])}</td></tr>"
+        f"<tr><td>{html.escape(name)}</td><td>{v['agree']}</td><td>{v['disagree']}</td><td>{v['not_comparable']}"
+        f"</td><td>{_rate(v['rate'])}</td></tr>"
         for name, v in report["agreement"].items()
     )
+    return ("<table><tr><th>field</th><th>agree</th><th>disagree</th><th>not comparable</th><th>rate</th></tr>"
+            f"{rows}</table>")
+
+
+def _request(r: dict[str, Any]) -> str:
+    body = html.escape(json.dumps(r["request"], ensure_ascii=False, indent=1))
+    return f"<details><summary>request</summary><pre>{body}</pre></details>"
+
+
+def _diffs(report: dict[str, Any]) -> str:
+    esc = html.escape
     differ = difflib.HtmlDiff(wrapcolumn=70)
     diffs = []
     for r in report["results"]:
@@ -204,17 +256,27 @@ def to_html(report: dict[str, Any]) -> str:
                 right = json.dumps(v["b"], ensure_ascii=False, indent=1).splitlines()
                 table = differ.make_table(left, right, "A", "B", context=True, numlines=2)
                 notes = "".join(f"<p>{esc(note)}</p>" for note in r.get("notes") or [])
-                diffs.append(f"<h3>{esc(r['id'])}: {esc(name)}</h3>{notes}<details><summary>request</summary><pre>"
-                             f"{esc(json.dumps(r['request'], ensure_ascii=False, indent=1))}</pre></details>{table}")
-        if r["errors"]:
-            diffs.append(f"<h3>{esc(r['id'])}: errors</h3><pre>{esc(json.dumps(r['errors'], indent=1))}</pre>")
+                diffs.append(f"<h3>{esc(r['id'])}: {esc(name)}</h3>{notes}{_request(r)}{table}")
+    return (f"<h2>Disagreements ({len(diffs)})</h2>" + "".join(diffs)) if diffs else \
+        "<h2>Disagreements</h2><p>None.</p>"
+
+
+def _errors(report: dict[str, Any]) -> str:
+    esc = html.escape
+    items = [f"<h3>{esc(r['id'])}</h3><ul>"
+             + "".join(f"<li>{esc(side)}: <code>{esc(message)}</code></li>" for side, message in r["errors"].items())
+             + f"</ul>{_request(r)}"
+             for r in report["results"] if r["errors"]]
+    return f"<h2>Errors ({len(items)})</h2>" + "".join(items) if items else ""
+
+
+def to_html(report: dict[str, Any]) -> str:
+    esc = html.escape
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>tokenspec parity</title>
 <style>{STYLE}</style></head><body><h1>tokenspec parity report</h1>
-<p>A: <code>{esc(report['a'])}</code><br>B: <code>{esc(report['b'])}</code><br>
-model <code>{esc(report['model'])}</code>, {report['cases']} {_provenance(report)},
-{report['errors']} with errors.</p>{_skipped(report)}
-<h2>Agreement per field</h2><table><tr><th>field</th><th>agree</th><th>disagree</th><th>not comparable</th>
-<th>rate</th></tr>{rows}</table><h2>Disagreements</h2>{''.join(diffs) or '<p>none</p>'}</body></html>
+<p>A: <code>{esc(report['a'])}</code><br>B: <code>{esc(report['b'])}</code></p>
+<p>Model <code>{esc(report['model'])}</code>, {esc(_provenance(report))}. {_errors_sentence(report)}</p>
+{_skipped(report)}<h2>Agreement per field</h2>{_agreement_table(report)}{_diffs(report)}{_errors(report)}</body></html>
 """
 
 
@@ -236,6 +298,8 @@ def parity_from_args(args: argparse.Namespace) -> int:
     if args.cases < 1:
         raise UsageError("--cases must be at least 1")
     transport = Transport.from_args(args, timeout=[str(args.timeout)])
+    if args.report:
+        writable_folder(args.report, "--report")
     if args.requests:
         report = _traffic_report(args, transport)
     elif args.a and args.b:
@@ -246,14 +310,14 @@ def parity_from_args(args: argparse.Namespace) -> int:
     for name, v in report["agreement"].items():
         print(f"{name:14} agree {v['agree']:3}  disagree {v['disagree']:3}  n/a {v['not_comparable']:3}"
               f"  {_rate(v['rate'])}")
+    code, line = verdict(report)
+    print(line)
     if args.report:
         out = Path(args.report)
-        out.mkdir(parents=True, exist_ok=True)
         (out / "parity.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
         (out / "parity.html").write_text(to_html(report))
         print(f"parity report in {out}")
-    disagreements = sum(v["disagree"] for v in report["agreement"].values())
-    return 1 if disagreements or report["errors"] else 0
+    return code
 
 
 def _traffic_report(args: argparse.Namespace, transport: Transport) -> dict[str, Any]:

@@ -25,7 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                     "through the split pipeline and the coupled reference, at the token level where the reference\n"
                     "echoes ids (else at temperature 0 with seed 0, said per request). A is the target's\n"
                     "credentials role, B the reference's (--api-key-env reference=NAME).",
-        exits=(EXIT_OK, "1  the servers disagree on at least one case", EXIT_USAGE),
+        exits=(EXIT_OK, "1  the servers disagree on at least one case, or a case failed with an error (a line says"
+                       " which)", EXIT_USAGE),
         examples=["tokenspec parity --a http://127.0.0.1:8000 --b http://127.0.0.1:8100 --report out/parity",
                   "tokenspec parity --requests traffic.jsonl --target http://render:8000 --engine http://gpu:8200"
                   " --reference http://serve:8000 --report out/traffic"],
