@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import re
+import sys
 from collections.abc import Sequence
 
 #: The main job's default seed: the README's command gives the same verdict on every run and machine.
@@ -34,15 +35,25 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 class Parser(argparse.ArgumentParser):
     """argparse with the CLI's contract for usage errors: one line on stderr, exit code 2, and a did-you-mean for
-    a mistyped flag, subcommand or choice (argparse alone reports ``--targt URL`` as a missing ``--target``)."""
+    a mistyped flag, subcommand or choice (argparse alone reports ``--targt URL`` as a missing ``--target``).
+
+    Unknown flags are refused before argparse checks required ones, by the parser that owns them, so the message
+    names the flag the user meant and the subcommand's own --help."""
 
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None,
     ) -> tuple[argparse.Namespace, list[str]]:
-        if args is not None and not self._subcommands() and (unknown := self._unknown_flags(list(args))):
-            self.error(f"unrecognized argument{'s' if len(unknown) > 1 else ''}: "
-                       + ", ".join(flag + self._suggest(flag, self._flags()) for flag in unknown))
-        return super().parse_known_args(args, namespace)
+        args = sys.argv[1:] if args is None else list(args)
+        if unknown := self._unknown_flags(args):
+            self._refuse(unknown)
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras and not self._subcommands():
+            self._refuse(extras)
+        return parsed, extras
+
+    def _refuse(self, unknown: list[str]) -> None:
+        self.error(f"unrecognized argument{'s' if len(unknown) > 1 else ''}: "
+                   + ", ".join(word + self._suggest(word, self._flags()) for word in unknown))
 
     def error(self, message: str) -> None:  # type: ignore[override]
         if refused := re.search(r"argument (\S+): invalid choice: '([^']*)'", message):
@@ -64,16 +75,21 @@ class Parser(argparse.ArgumentParser):
         return []
 
     def _unknown_flags(self, args: list[str]) -> list[str]:
-        """Long flags of ``args`` this parser does not know, even as an abbreviation (up to ``--``)."""
-        flags = self._flags()
+        """Flags of ``args`` this parser does not know, even as an abbreviation: those before ``--`` and, where it
+        has subcommands, before the first word (the subcommand's name, or a misspelling of it: the rest is its)."""
+        mine = args[:args.index("--")] if "--" in args else args
+        if self._subcommands():
+            mine = next((mine[:i] for i, word in enumerate(mine) if not word.startswith("-")), mine)
+        known = list(self._option_string_actions)
         unknown = []
-        for arg in args[:args.index("--")] if "--" in args else args:
-            name = arg.split("=", 1)[0]
-            if not name.startswith("--") or len(name) == 2 or name in flags:
-                continue
-            if self.allow_abbrev and any(flag.startswith(name) for flag in flags):
-                continue  # an abbreviation, or an ambiguous one argparse itself reports
-            unknown.append(name)
+        for word in mine:
+            if word.startswith("--") and len(word) > 2:
+                name = word.split("=", 1)[0]
+                if name in known or (self.allow_abbrev and any(flag.startswith(name) for flag in known)):
+                    continue  # a flag, its abbreviation, or an ambiguous one argparse itself reports
+                unknown.append(name)
+            elif len(word) > 1 and word[0] == "-" and word[1].isalpha() and word[:2] not in known:
+                unknown.append(word[:2])
         return unknown
 
     @staticmethod
