@@ -28,11 +28,14 @@ import random
 import re
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from _pytest.junitxml import xml_key
 
+from tokenspec.liveness import LIVENESS, LIVENESS_ENV, ServerLost
 from tokenspec.phases import CLOCK
 from tokenspec.progress import Counter
 from tokenspec.specs.catalogue import Requirement
@@ -113,6 +116,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not _active(config):
         return
     pytest.register_assert_rewrite(*HELPER_MODULES)
+    config.pluginmanager.register(_LostDuringSetup(), "tokenspec-lost-during-setup")
     CHECKS.active = bool(config.getini("enable_assertion_pass_hook"))
     config.pluginmanager.import_plugin("tokenspec.suite.fixtures")
     report_dir = config.getoption("--tokenspec-report")
@@ -133,6 +137,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
         INTERRUPTS.arm()  # the suite's modules are loaded: a signal from now on stops the run
         config.stash[_CAPABILITIES] = decide_capabilities(config)
+        _watch_servers(config)
     elif hasattr(config, "workerinput"):
         from tokenspec.interrupts import INTERRUPTS
 
@@ -141,8 +146,45 @@ def pytest_configure(config: pytest.Config) -> None:
         INTERRUPTS.install()
         INTERRUPTS.arm()
         INTERRUPTS.insisting(True)
+        if folder := os.environ.get(LIVENESS_ENV):
+            LIVENESS.watch(folder)
     config.stash[_RESULTS] = []
     config.stash[_STARTED] = (time.time(), datetime.now(UTC).isoformat(timespec="seconds"))
+
+
+def _watch_servers(config: pytest.Config) -> None:
+    """From the first test on, a server that stops answering is lost for the run (tokenspec/liveness.py); the
+    folder where the run's processes share their losses is handed to the xdist workers in the environment.
+    Each server is asked once now: one that died while it was probed is lost before any test."""
+    import tempfile
+
+    from tokenspec.suite.fixtures import transport_from_config
+
+    os.environ[LIVENESS_ENV] = tempfile.mkdtemp(prefix="tokenspec-liveness-")
+    LIVENESS.watch(os.environ[LIVENESS_ENV])
+    LIVENESS.current = "the probe"
+    verify = transport_from_config(config).verify()
+    for role in ("target", "engine", "reference"):
+        if url := config.getoption(f"--tokenspec-{role}"):
+            LIVENESS.check(role, url, verify)
+    LIVENESS.current = ""
+
+
+def _server_lost(raised: BaseException | None) -> ServerLost | None:
+    """The loss that ended a test, wherever it sits: raised, the cause of what was raised, or one of a group."""
+    pending = [raised]
+    seen: set[int] = set()
+    while pending:
+        error = pending.pop()
+        if error is None or id(error) in seen:
+            continue
+        seen.add(id(error))
+        if isinstance(error, ServerLost):
+            return error
+        if isinstance(error, BaseExceptionGroup):
+            pending.extend(error.exceptions)
+        pending += [error.__cause__, error.__context__]
+    return None
 
 
 def _hypothesis_statistics(stats: dict) -> None:
@@ -222,6 +264,29 @@ _EXPECTATION = pytest.StashKey[object]()
 _ROLES = pytest.StashKey[list[str]]()
 
 
+@contextmanager
+def _not_tested_when_lost(item: pytest.Item) -> Iterator[None]:
+    """A test (or its fixtures) that reached a lost server ends as not tested, by a skip: pytest would otherwise
+    format the whole traceback of each such test, a tenth of a second apiece, for a report that never shows it."""
+    try:
+        yield
+    except BaseException as error:
+        if (lost := _server_lost(error)) is None:
+            raise
+        item.user_properties.append(("lost", lost.loss.role))
+        pytest.skip(str(lost))
+
+
+class _LostDuringSetup:
+    """The fixtures of a test that reach a lost server end it as not tested (a hook wrapper of its own: the
+    plugin's setup hook is the requirement gate, which runs after every wrapper has begun)."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
+        with _not_tested_when_lost(item):
+            return (yield)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """The requirement gate, before any fixture is set up (a session fixture that needs a fact of an unhosted
@@ -230,6 +295,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     from tokenspec.transport import RETRIES
 
     item.stash[_RETRIES_BEFORE] = RETRIES.count
+    LIVENESS.current = item.nodeid
+    if _active(item.config) and (loss := LIVENESS.lost(item.config.getoption("--tokenspec-target"))):
+        # A run that lost its target learns nothing more from it: every test left ends at once, not tested.
+        item.user_properties.append(("lost", loss.role))
+        pytest.skip(str(ServerLost(loss)))
     features, roles = item.stash.get(_FEATURES, []), item.stash.get(_ROLES, [])
     cited = item.stash.get(_CITED, [])
     versioned = any(r.since or r.until for r in cited)
@@ -332,7 +402,8 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     no_shrink = item.stash.get(_EXPECTATION, None) is not None or item.config.getoption("--tokenspec-no-shrink",
                                                                                        default=False)
     if not no_shrink or current is None:
-        return (yield)
+        with _not_tested_when_lost(item):
+            return (yield)
     # A known failure (or a run that asked for verdicts only) costs no shrinking time: for this item only, its
     # hypothesis settings lose the shrink phase.
     from hypothesis import Phase, settings
@@ -340,7 +411,8 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     test._hypothesis_internal_use_settings = settings(current, phases=[p for p in current.phases
                                                                        if p is not Phase.shrink])
     try:
-        return (yield)
+        with _not_tested_when_lost(item):
+            return (yield)
     finally:
         test._hypothesis_internal_use_settings = current
 
@@ -348,6 +420,14 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     report = yield
+    if report.failed and call.excinfo is not None and (lost := _server_lost(call.excinfo.value)) is not None:
+        # Nothing about the spec was learned from a server that stopped answering: not tested, never failed.
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, str(lost))
+        report.user_properties.append(("lost", lost.loss.role))
+        if report.when == "call":
+            _COMPARISON.clear()
+        return report
     if report.when == "call" and report.passed and CHECKS.active and CHECKS.count == 0:
         report.outcome = "failed"
         report.longrepr = (
@@ -546,6 +626,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             request_content_type=props.get("request_content_type", "") if evidence else "",
             request_file=request_file,
             retries=int(props.get("retries", 0)),
+            lost=props.get("lost", ""),
             charged_to=props.get("charged_to", "target") if outcome in ("failed", "error") else "target",
         )
     )
@@ -650,7 +731,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         interrupted=INTERRUPTS.name if interrupted else "",
         collected=counter.total if (counter := config.stash.get(_COUNTER, None)) else len(session.items),
         insecure=bool(config.getoption("--tokenspec-insecure", default=False)),
+        lost=_losses(config),
     )
+    if info.lost and (xml := config.stash.get(xml_key, None)) is not None:
+        xml.add_global_property("tokenspec_verdict", "INCONCLUSIVE")
     out = config.getoption("--tokenspec-report")
     if out:
         caps = config.stash.get(_CAPABILITIES, None)
@@ -658,6 +742,23 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             write_reports(Path(out), info, config.stash[_RESULTS], config.stash.get(_COLLECTION_ERRORS, []),
                           caps.to_dict() if caps is not None else None)
 
+
+
+def _losses(config: pytest.Config) -> tuple[dict[str, str], ...]:
+    """The run's lost servers, each named by every role of the run its URL serves; the shared folder goes."""
+    import shutil
+
+    from tokenspec.liveness import origin
+
+    urls = {role: config.getoption(f"--tokenspec-{role}") for role in ("target", "engine", "reference")}
+    out = []
+    for loss in LIVENESS.losses():
+        roles = [role for role, url in urls.items() if url and origin(url) == loss.url] or [loss.role]
+        out.append({**loss.to_dict(), "role": " and ".join(roles)})
+    if LIVENESS.folder is not None:
+        shutil.rmtree(LIVENESS.folder, ignore_errors=True)
+        LIVENESS.stop()
+    return tuple(out)
 
 
 @pytest.hookimpl(tryfirst=True)

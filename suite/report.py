@@ -15,7 +15,8 @@ from pathlib import Path
 
 from tokenspec import __version__
 from tokenspec.suite.coverage import counts_by_level, unjudged
-from tokenspec.suite.results import CONTRACT_VERSION, LEVELS, TestResult, exit_code, is_failure, summarise
+from tokenspec.suite.results import (CONTRACT_VERSION, LEVELS, TestResult, exit_code, inconclusive, is_failure,
+                                     summarise)
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ class RunInfo:
     collected: int = 0
     #: TLS certificates were not verified (--insecure): said in the headline.
     insecure: bool = False
+    #: The servers the run lost (``tokenspec.liveness.Loss`` as dicts, role named by the run's URLs).
+    lost: tuple[dict[str, str], ...] = ()
 
 
 def report_dict(info: RunInfo, results: list[TestResult], collection_errors: list[str] | None = None,
@@ -45,6 +48,7 @@ def report_dict(info: RunInfo, results: list[TestResult], collection_errors: lis
     return {
         "headline": headline(results, info),
         "interrupted": info.interrupted,
+        "lost_servers": list(info.lost),
         "collected": info.collected,
         "insecure": info.insecure,
         "retries": sum(r.retries for r in results),
@@ -96,7 +100,7 @@ def headline(results: list[TestResult], info: RunInfo | None = None) -> str:
     verdict at all for a run that was stopped before its end."""
     summary = summarise(results)
     known_any = any(summary.by_level[lvl]["known"] for lvl in LEVELS)
-    verdict = "FAIL" if exit_code(results) else "PASS WITH KNOWN FAILURES" if known_any else "PASS"
+    verdict = "FAIL" if exit_code(results) == 1 else "PASS WITH KNOWN FAILURES" if known_any else "PASS"
     notes = ""
     if info is not None and info.insecure:
         notes += "; TLS certificates NOT verified (--insecure)"
@@ -106,6 +110,8 @@ def headline(results: list[TestResult], info: RunInfo | None = None) -> str:
         ran = f"{len(results)} of {info.collected} tests ran" if info.collected else f"{len(results)} tests ran"
         return (f"INTERRUPTED ({info.interrupted}): {ran}, no verdict; {summary.counts['passed']} passed,"
                 f" {sum(summary.by_level[lvl]['failed'] for lvl in LEVELS)} failed unexpectedly so far{notes}")
+    if inconclusive(results, info.lost if info is not None else ()):
+        return _inconclusive_headline(results, info, notes)
     failed = ", ".join(f"{summary.by_level[lvl]['failed']} {lvl}" for lvl in LEVELS)
     known = ", ".join(f"{summary.by_level[lvl]['known']} {lvl}" for lvl in LEVELS)
     never = counts_by_level(unjudged(results))
@@ -115,6 +121,20 @@ def headline(results: list[TestResult], info: RunInfo | None = None) -> str:
     return (f"{verdict}: {summary.counts['passed']} passed; unexpected failures {failed}; known failures {known};"
             f" {summary.counts['unsupported']} unsupported; {summary.counts['not_tested']} not tested;"
             f" requirements never judged {blind}{others}{notes}")
+
+
+def _inconclusive_headline(results: list[TestResult], info: RunInfo | None, notes: str) -> str:
+    """A run that lost a server: which one and when, what it stopped, and what was seen before; no verdict word."""
+    from tokenspec.liveness import Loss
+
+    summary = summarise(results)
+    losses = [Loss(**loss) for loss in info.lost] if info is not None else []
+    what = "; ".join(loss.sentence() for loss in losses) or (
+        "the " + " and ".join(sorted({r.lost for r in results if r.lost})) + " stopped answering")
+    stopped = sum(1 for r in results if r.lost)
+    failed = sum(summary.by_level[lvl]["failed"] for lvl in LEVELS)
+    return (f"INCONCLUSIVE: {what}; no verdict; {stopped} test(s) not tested for that; of the tests that ran,"
+            f" {summary.counts['passed']} passed and {failed} failed unexpectedly{notes}")
 
 
 def top_failing(results: list[TestResult], limit: int = 5) -> list[str]:

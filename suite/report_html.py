@@ -22,7 +22,7 @@ from typing import Any
 
 from tokenspec.suite.results import LEVELS, is_failure, safe_name
 
-VERDICTS = ("PASS WITH KNOWN FAILURES", "PASS", "FAIL", "INTERRUPTED")
+VERDICTS = ("PASS WITH KNOWN FAILURES", "PASS", "FAIL", "INTERRUPTED", "INCONCLUSIVE")
 #: Outcome -> the chart's segment it counts in.
 SEGMENTS = (("passed", "passed", "#2e7d32"), ("failed", "failed", "#c62828"), ("known", "known failure", "#f0a30a"),
             ("unjudged", "unsupported / not tested", "#9e9e9e"))
@@ -80,6 +80,7 @@ pre{background:#fff;border:1px solid #ddd;border-radius:4px;padding:.6em;overflo
 #verdict{border-radius:8px;padding:1em 1.3em;color:#fff;margin-bottom:1em}
 #verdict .word{font-size:2.6em;font-weight:800;letter-spacing:.02em;line-height:1.1}
 #verdict.pass{background:#2e7d32}#verdict.known{background:#9a6700}#verdict.fail{background:#c62828}
+#verdict.inconclusive{background:#4a4a6a}
 #verdict table{border-collapse:collapse;margin-top:.6em;color:#fff}
 #verdict td,#verdict th{padding:.15em .9em .15em 0;text-align:left}
 #verdict ul{margin:.4em 0 0;padding-left:1.2em}
@@ -124,6 +125,8 @@ def _verdict_word(report: dict[str, Any]) -> str:
     headline = str(report.get("headline") or "")
     if report.get("interrupted"):
         return "INTERRUPTED"
+    if report.get("lost_servers"):
+        return "INCONCLUSIVE"
     for word in VERDICTS:
         if headline.startswith(word + ":"):
             return word
@@ -135,7 +138,8 @@ def _verdict_word(report: dict[str, Any]) -> str:
 
 def _verdict(report: dict[str, Any], tests: list[dict[str, Any]]) -> str:
     word = _verdict_word(report)
-    css = {"PASS": "pass", "PASS WITH KNOWN FAILURES": "known", "FAIL": "fail", "INTERRUPTED": "known"}[word]
+    css = {"PASS": "pass", "PASS WITH KNOWN FAILURES": "known", "FAIL": "fail", "INTERRUPTED": "known",
+           "INCONCLUSIVE": "inconclusive"}[word]
     summary = report.get("summary") or {}
     by_level = summary.get("by_level") or {}
     rows = "".join(

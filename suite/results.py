@@ -16,7 +16,9 @@ LEVELS = ("MUST", "SHOULD", "MAY")
 UNSUPPORTED_PREFIX = "unsupported: "
 NOT_TESTED_PREFIX = "not tested: "
 #: Version of suite/CONTRACT.md, the interpretation of outcomes this code implements.
-CONTRACT_VERSION = 5
+CONTRACT_VERSION = 6
+#: Exit code of a run that lost a server it needs: no verdict (INCONCLUSIVE), neither PASS nor FAIL.
+EXIT_INCONCLUSIVE = 3
 #: Cap (characters) of a failing comparison's ``expected`` and ``actual`` as recorded in results.
 MAX_OPERAND = 20_000
 
@@ -51,6 +53,8 @@ class TestResult:
     charged_to: str = "target"
     #: Requests of this test answered 429/503 and sent again (tokenspec/transport.py); never a verdict.
     retries: int = 0
+    #: The role of the server whose loss ended this test (not tested; the run is INCONCLUSIVE); "" otherwise.
+    lost: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -100,7 +104,15 @@ def summarise(results: list[TestResult]) -> Summary:
     return summary
 
 
-def exit_code(results: list[TestResult]) -> int:
-    """0 when no MUST-level test failed unexpectedly on the target, else 1 (a test's level is that of the failed
-    check; a failure of the engine's or the reference's answer is theirs, listed apart, not the target's verdict)."""
+def inconclusive(results: list[TestResult], lost: object = ()) -> bool:
+    """The run lost a server it needs (tokenspec/liveness.py): what it did not ask cannot pass or fail."""
+    return bool(lost) or any(r.lost for r in results)
+
+
+def exit_code(results: list[TestResult], lost: object = ()) -> int:
+    """3 when the run lost a server it needs (INCONCLUSIVE); else 0 when no MUST-level test failed unexpectedly on
+    the target, else 1 (a test's level is that of the failed check; a failure of the engine's or the reference's
+    answer is theirs, listed apart, not the target's verdict)."""
+    if inconclusive(results, lost):
+        return EXIT_INCONCLUSIVE
     return 1 if any(r.level == "MUST" and is_failure(r.outcome) and r.charged_to == "target" for r in results) else 0

@@ -211,7 +211,7 @@ def test_oversized_body_refused_from_its_declared_length(request, target, name) 
     head = (f"POST {url.path}{path} HTTP/1.1\r\nHost: {url.netloc}\r\nContent-Type: application/json\r\n{extra}"
             f"Content-Length: {OVERSIZED}\r\nConnection: close\r\n\r\n").encode()
     for attempt in range(client.transport.retries + 1):
-        with client.transport.connect(client.base_url, timeout=5) as sock:
+        with client.transport.connect(client.base_url, timeout=5, role=client.role) as sock:
             sock.sendall(head + OVERSIZED_SHAPES[name][0] + b"a" * 1024)
             try:
                 answer = sock.recv(4096)

@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 
 from tokenspec.errors import UsageError
+from tokenspec.liveness import LIVENESS
 from tokenspec.phases import CLOCK
 
 ROLES = ("target", "engine", "reference")
@@ -259,7 +260,8 @@ class Transport:
         access = self.access[role]
         inner = httpx.HTTPTransport(verify=self.verify())
         return httpx.Client(base_url=base_url, timeout=access.timeout if timeout is None else timeout,
-                            headers=access.request_headers(), transport=_Sender(inner, _policy(self)))
+                            headers=access.request_headers(), transport=_Sender(inner, _policy(self), role,
+                                                                               self.verify()))
 
     def shown_headers(self, role: str) -> list[tuple[str, str]]:
         return self.access[role].shown_headers()
@@ -268,12 +270,17 @@ class Transport:
         """The TLS context for a raw connection to ``base_url`` (None when it is plain http)."""
         return self.verify() if httpx.URL(base_url).scheme == "https" else None
 
-    def connect(self, base_url: str, timeout: float) -> socket.socket:
+    def connect(self, base_url: str, timeout: float, role: str = "target") -> socket.socket:
         """A raw connection to ``base_url`` (TLS when it is https, with this transport's verification), for a
         client that writes its own bytes; send :meth:`Access.request_headers` on it yourself."""
         url = httpx.URL(base_url)
         context = self.ssl_context(base_url)
-        sock = socket.create_connection((url.host, url.port or (443 if context else 80)), timeout=timeout)
+        LIVENESS.raise_if_lost(base_url)
+        try:
+            sock = socket.create_connection((url.host, url.port or (443 if context else 80)), timeout=timeout)
+        except OSError as exc:
+            LIVENESS.after_error(role, base_url, exc, self.verify())
+            raise
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return sock if context is None else context.wrap_socket(sock, server_hostname=url.host)
 
@@ -395,15 +402,21 @@ def _policy(transport: Transport) -> _Policy:
 
 
 class _Released(httpx.SyncByteStream):
-    """A response body that gives its concurrency slot back when it is closed (streams hold theirs)."""
+    """A response body that gives its concurrency slot back when it is closed (streams hold theirs); a body cut
+    off because its server went away is the server's loss, not a verdict (tokenspec/liveness.py)."""
 
-    def __init__(self, stream: Any, release: Any, started: float) -> None:
+    def __init__(self, stream: Any, release: Any, started: float, lost: Any) -> None:
         self._stream = stream
         self._release = release
         self._started = started
+        self._lost = lost
 
     def __iter__(self) -> Iterator[bytes]:
-        yield from self._stream
+        try:
+            yield from self._stream
+        except httpx.TransportError as exc:
+            self._lost(exc)
+            raise
 
     def close(self) -> None:
         try:
@@ -416,18 +429,32 @@ class _Released(httpx.SyncByteStream):
 
 
 class _Sender(httpx.BaseTransport):
-    """Sends through ``inner`` within the policy's limits; a 429/503 is retried after the wait it asks for."""
+    """Sends through ``inner`` within the policy's limits; a 429/503 is retried after the wait it asks for; a
+    request that got no answer asks whether its server is lost (tokenspec/liveness.py), and none is sent to a
+    server the run has lost."""
 
-    def __init__(self, inner: httpx.HTTPTransport, policy: _Policy) -> None:
+    def __init__(self, inner: httpx.HTTPTransport, policy: _Policy, role: str = "target",
+                 verify: ssl.SSLContext | bool = True) -> None:
         self.inner = inner
         self.policy = policy
+        self.role = role
+        self.verify = verify
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         started = time.perf_counter()
+        LIVENESS.raise_if_lost(request.url)
+
+        def lost(error: BaseException) -> None:
+            LIVENESS.after_error(self.role, request.url, error, self.verify)
+
         for attempt in range(self.policy.retries + 1):
             self.policy.acquire()
             try:
                 response = self.inner.handle_request(request)
+            except httpx.TransportError as exc:
+                self.policy.release()
+                lost(exc)
+                raise
             except BaseException:
                 self.policy.release()
                 raise
@@ -436,7 +463,7 @@ class _Sender(httpx.BaseTransport):
                 if response.status_code in RETRY_STATUSES:
                     response.extensions[EXHAUSTED] = attempt
                 return httpx.Response(response.status_code, headers=response.headers,
-                                      stream=_Released(response.stream, self.policy.release, started),
+                                      stream=_Released(response.stream, self.policy.release, started, lost),
                                       extensions=response.extensions)
             wait = self.policy.wait(response, attempt)
             response.read()

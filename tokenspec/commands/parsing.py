@@ -106,6 +106,8 @@ RUN_EXITS = (
     "0  verdict PASS or PASS WITH KNOWN FAILURES: no MUST-level test failed unexpectedly",
     "1  verdict FAIL: a MUST-level test failed (or errored) and no expectation explains it",
     EXIT_USAGE,
+    "3  INCONCLUSIVE, no verdict: a server the run needs (target, engine or reference) stopped answering;"
+    " the tests that needed it after that are not tested (report.json: lost_servers)",
     EXIT_INTERRUPTED,
 )
 
