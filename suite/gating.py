@@ -44,6 +44,8 @@ ROLE_ROUTES: dict[str, tuple[str, str]] = {
     "chat-stream-derender": ("target", "/v1/chat/completions/derender"),
     "completions-stream-derender": ("target", "/v1/completions/derender"),
     "generate": ("engine", "/inference/v1/generate"),
+    "generate-streaming": ("engine", "/inference/v1/generate"),
+    "abort": ("engine", "/inference/v1/abort_requests"),
     "tokenize": ("target", "/tokenize"),
     "detokenize": ("target", "/detokenize"),
     "coupled": ("reference", "/v1/chat/completions"),
@@ -63,9 +65,7 @@ ANY_OF: dict[str, tuple[str, ...]] = {
     "streaming-derender": ("chat-stream-derender", "completions-stream-derender"),
 }
 _COUPLED_PATHS = ("/v1/chat/completions", "/v1/completions")
-#: Engine routes that live beside generate: a server that hosts generate hosts them (GENERATE-025), one that does
-#: not host generate is not asked for them.
-_GENERATE_SIBLINGS = ("/inference/v1/abort_requests",)
+_GENERATE = "/inference/v1/generate"
 #: Requirement areas that each describe one endpoint's own behaviour (their anchor names the route).
 _ENDPOINT_AREAS = frozenset({"RENDER", "DERENDER", "GENERATE", "UTIL"})
 _STEP_SIBLINGS = {
@@ -230,9 +230,11 @@ def role_of(base: str, method: str, path: str, body: Any) -> str | None:
         return "coupled"
     if base == "target" and path in _COUPLED_PATHS:
         return "chat-completions"
-    if base == "engine" and path in _GENERATE_SIBLINGS:
-        return "generate"
     streaming = _is_stream(body)
+    if base == "engine" and path == _GENERATE and streaming and not _is_derender_mode(body):
+        # Token-id streaming is a probed option of generate (a 501 to stream:true is its declared absence); the
+        # derender mode's stream is a feature of its own (derender-output-mode-stream), gated by its tests.
+        return "generate-streaming"
     for role, (where, route) in ROLE_ROUTES.items():
         if route == path and where == base:
             if role.endswith("stream-derender") != streaming and path.endswith("/derender"):
@@ -242,12 +244,23 @@ def role_of(base: str, method: str, path: str, body: Any) -> str | None:
 
 
 def _is_stream(body: Any) -> bool:
+    body = _parsed(body)
+    return isinstance(body, dict) and body.get("stream") is True
+
+
+def _is_derender_mode(body: Any) -> bool:
+    body = _parsed(body)
+    return isinstance(body, dict) and body.get("output_mode") == "derender"
+
+
+def _parsed(body: Any) -> Any:
+    """A request body as JSON (raw bytes or text parsed; anything unparsable is no object)."""
     if isinstance(body, bytes | str):
         try:
-            body = json.loads(body)
+            return json.loads(body)
         except ValueError:
-            return False
-    return isinstance(body, dict) and body.get("stream") is True
+            return None
+    return body
 
 
 def not_tested(reason: str) -> NoReturn:

@@ -8,7 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tokenspec.suite.builders import USER_HELLO, chat_request
 from tokenspec.suite.client import SuiteClient
+from tokenspec.suite.gating import Capabilities
+from tokenspec.suite.target import Codec
 
 CHAT_RENDER = "/v1/chat/completions/render"
 CHAT_DERENDER = "/v1/chat/completions/derender"
@@ -18,6 +21,22 @@ GENERATE = "/inference/v1/generate"
 def engine_finish_reason(reason: str | None) -> str | None:
     """A coupled answer's finish_reason as the engine reported it (parsers turn stop into tool_calls)."""
     return "stop" if reason == "tool_calls" else reason
+
+
+#: Prompt ids for a run with no chat render and no codec: low ids, inside every real vocabulary.
+PLAIN_PROMPT_IDS = (1, 2, 3, 4, 5, 6, 7, 8)
+
+
+def generate_prompt(api: SuiteClient, model: str, capabilities: Capabilities, codec: Codec | None) -> list[int]:
+    """The prompt ids a generate test sends: the target's chat render of a one-turn chat where it renders (a
+    realistic prompt), else the same words encoded by ``codec`` (the --tokenizer folder or the target's
+    /tokenize), else plain ids. Generate is judged on its own requirements, so a generate-only engine is never
+    left "not tested" for lacking a render it does not claim to host."""
+    if capabilities.has("chat-render"):
+        return list(api.post_ok(CHAT_RENDER, chat_request(model))["token_ids"])
+    if codec is not None and capabilities.has("codec"):
+        return codec.encode(" ".join(str(m["content"]) for m in USER_HELLO))
+    return list(PLAIN_PROMPT_IDS)
 
 
 @dataclass(frozen=True)

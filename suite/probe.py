@@ -445,9 +445,10 @@ def _probe_generate(c: RoleClients, caps: Capabilities, target: Target, rendered
     first = gen({})
     _role(caps, "generate", first)
     if not caps.has("generate"):
-        for feature in GENERATE_FEATURES:
+        for feature in (*GENERATE_FEATURES, *ENGINE_ROLES):
             caps.decide(feature, "not-tested", "probe", f"no generate endpoint to probe it with; {ENABLE['generate']}")
         return
+    _probe_engine_roles(c, caps, target, prompt)
 
     def optional(feature: str, answer: Answer, seen: bool) -> None:
         if answer.ok and seen:
@@ -480,6 +481,26 @@ def _probe_generate(c: RoleClients, caps: Capabilities, target: Target, rendered
 #: The engine features the generate probe decides.
 GENERATE_FEATURES = ("logprobs", "prompt-logprobs", "text-output-mode", "multi-choice", "stop-strings",
                      "derender-output-mode", "derender-output-mode-stream")
+#: What an engine may leave out beside generate, each decided from its own answer (generate-only engines ship
+#: without them): token-id streaming (a 501 to stream:true) and the abort route.
+ENGINE_ROLES = ("generate-streaming", "abort")
+ABORT = "/inference/v1/abort_requests"
+
+
+def _probe_engine_roles(c: RoleClients, caps: Capabilities, target: Target, prompt: list[int]) -> None:
+    """Token-id streaming and abort, each decided by its own answer and by nothing else: a generate-only engine
+    that answers stream:true with 501 has no streaming (unsupported), one whose abort route is a framework 404
+    or 405 hosts no abort (not tested); any other answer means there, and its tests judge it. So no other
+    requirement is charged for their absence: tests that need them are gated on these decisions."""
+    body = {"token_ids": prompt, "model": target.model, "stream": True,
+            "sampling_params": {"max_tokens": 1, "temperature": 0}}
+    streamed = _post(c, target.generate_url, GENERATE, body)
+    streamed.route = f"{GENERATE} (stream:true)"  # the evidence names the option, not only the route
+    _role(caps, "generate-streaming", streamed)
+    never_sent = {"request_ids": ["tokenspec-probe-never-sent"]}
+    _role(caps, "abort", _post(c, target.generate_url, ABORT, never_sent))
+
+
 #: What chat render writes for a one-turn chat without tools (RENDER-025), for a renderer that predates parse_context.
 PLAIN_PARSE_CONTEXT = {"tools": None, "tool_choice": "none", "parallel_tool_calls": True, "include_reasoning": True,
                        "chat_template_kwargs": {}, "history_tool_call_cnt": 0}

@@ -9,8 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tokenspec.suite import strategies
-from tokenspec.suite.builders import chat_request, generate_request
+from tokenspec.suite.builders import generate_request
 from tokenspec.suite.gating import not_tested
+from tokenspec.suite.pipeline import generate_prompt
 from tokenspec.suite.target import card_max_model_len
 
 GENERATE = "/inference/v1/generate"
@@ -18,9 +19,10 @@ FINISH_REASONS = {"stop", "length", "abort"}
 
 
 @pytest.fixture
-def prompt(api, target) -> list[int]:
-    """A realistic prompt: the target's render of a one-turn chat."""
-    return api.post_ok("/v1/chat/completions/render", chat_request(target.model))["token_ids"]
+def prompt(request, api, target, capabilities) -> list[int]:
+    """A realistic prompt: the target's render of a one-turn chat, else its words encoded (suite/pipeline.py)."""
+    codec = request.getfixturevalue("codec") if capabilities.has("codec") else None
+    return generate_prompt(api, target.model, capabilities, codec)
 
 
 @pytest.fixture(scope="session")

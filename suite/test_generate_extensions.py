@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from tokenspec.suite.builders import TOOL, chat_request
+from tokenspec.suite.client import SuiteClient
 from tokenspec.suite.gating import not_tested
 from tokenspec.suite.pipeline import engine_finish_reason
 from tokenspec.suite.probe import parse_context_of
@@ -161,19 +162,22 @@ def test_abort_of_unknown_ids_is_accepted(engine, form) -> None:
     assert resp.status_code == 200, f"abort of unknown ids answered {resp.status_code}: {resp.text[:300]}"
 
 
-TRIES = 5  # an engine on shared CPUs may answer every abort of a try late; each try is one long generation
-#: An abort proves something only when it was answered before this share of an unaborted generation's time had
-#: passed: then the engine had not finished when it took the abort, however far its stream lagged behind it.
+TRIES = 5  # each try is one long generation; one that proves nothing either way is made again
+#: An abort proves something only when it was answered before this share of the time the stream's unaborted twin
+#: took had passed: then the engine had not finished the stream when it took the abort, however far the stream's
+#: events lagged behind it.
 EARLY = 0.5
+#: Requests the test keeps in flight at once: the stream, its unaborted twin and one abort.
+IN_FLIGHT = 3
 
 
-def _abort_until(engine, request_id: str, done: threading.Event, answered: list[Any]) -> None:
+def _abort_until(aborter: SuiteClient, request_id: str, done: threading.Event, answered: list[Any]) -> None:
     """Abort ``request_id`` from before its stream starts until it ends, noting when each abort was sent and answered:
     an abort of an id not yet running is a no-op and aborting is idempotent, so no well-timed single abort is needed."""
     while True:
         sent = time.monotonic()
         try:
-            answer = _abort(engine, [request_id])
+            answer = _abort(aborter, [request_id])
         except Exception as exc:  # noqa: BLE001 - a dropped keep-alive connection; the next abort retries it
             answer = exc
         answered.append((sent, time.monotonic(), answer))  # answered when the call returned, not when it began
@@ -184,6 +188,39 @@ def _abort_until(engine, request_id: str, done: threading.Event, answered: list[
 def _generation_body(prompt: list[int], max_tokens: int, **extra: Any) -> dict[str, Any]:
     return {"token_ids": prompt, **extra,
             "sampling_params": {"max_tokens": max_tokens, "ignore_eos": True, "temperature": 0}}
+
+
+@dataclass
+class _Twin:
+    """The stream's unaborted twin: the same generation under another id, sent at the same moment on its own
+    connection. The engine runs both in the same steps, so the twin's answer time is the stream's own generation time
+    under the very load the stream met (a loaded machine slows both alike)."""
+
+    request_id: str
+    started: float = 0.0
+    took: float | None = None
+    problem: str = ""
+    thread: threading.Thread | None = None
+
+    def start(self, client: SuiteClient, body: dict[str, Any]) -> None:
+        self.thread = threading.Thread(target=self._send, args=(client, body), daemon=True)
+        self.thread.start()
+
+    def wait(self, timeout: float) -> None:
+        if self.thread is not None:
+            self.thread.join(timeout=timeout)
+
+    def _send(self, client: SuiteClient, body: dict[str, Any]) -> None:
+        self.started = time.monotonic()
+        try:
+            resp = client.post(GENERATE, body)
+        except Exception as exc:  # noqa: BLE001 - a twin that broke is a clock missing, the test says so
+            self.problem = f"{type(exc).__name__}: {str(exc)[:200]}"
+            return
+        if resp.status_code != 200:
+            self.problem = f"answered {resp.status_code}: {resp.text[:200]}"
+            return
+        self.took = time.monotonic() - self.started
 
 
 @dataclass
@@ -200,19 +237,32 @@ class _AbortedStream:
     def answers(self) -> list[Any]:
         return [a for _, _, a in self.answered if not isinstance(a, Exception)]
 
-    def aborted_early(self, deadline: float) -> bool:
-        """Whether an abort sent once the stream was running was answered within ``deadline`` seconds of its start,
-        so while the engine was still generating."""
-        return any(self.running is not None and sent >= self.running and t - self.started <= deadline
-                   and a.status_code == 200 for sent, t, a in self.answered if not isinstance(a, Exception))
+    def early_abort(self, deadline: float) -> float | None:
+        """When (seconds after the stream's start) the first abort was answered 200 that was sent once the stream was
+        running and answered within ``deadline`` seconds of its start, so while the engine was still generating."""
+        return next((t - self.started for sent, t, a in self.answered
+                     if not isinstance(a, Exception) and self.running is not None and sent >= self.running
+                     and t - self.started <= deadline and a.status_code == 200), None)
+
+    def timeline(self) -> str:
+        first = "no event" if self.running is None else f"first event at {self.running - self.started:.1f} s"
+        late = [t - self.started for sent, t, a in self.answered if not isinstance(a, Exception)
+                and self.running is not None and sent >= self.running]
+        return f"{first}, {len(late)} aborts sent after it, the first answered at " + (
+            f"{late[0]:.1f} s" if late else "never")
 
 
-def _aborted_stream(engine, prompt: list[int], abort_id: str, request_id: str, max_tokens: int) -> _AbortedStream:
+def _aborted_stream(engine: SuiteClient, aborter: SuiteClient, twin_client: SuiteClient, prompt: list[int],
+                    ids: tuple[str, str], twin: _Twin, max_tokens: int) -> _AbortedStream:
+    """Stream a generation under ``ids`` (the id to abort by, the id sent) while another thread aborts it and a third
+    sends its unaborted twin; the twin is still running (or done) when this returns."""
+    abort_id, request_id = ids
     answered: list[Any] = []
     done = threading.Event()
     count, finish, running = 0, None, None
-    sender = threading.Thread(target=_abort_until, args=(engine, abort_id, done, answered))
+    sender = threading.Thread(target=_abort_until, args=(aborter, abort_id, done, answered))
     started = time.monotonic()
+    twin.start(twin_client, _generation_body(prompt, max_tokens, request_id=twin.request_id))
     sender.start()
     try:
         for event in engine.stream_events(GENERATE, _generation_body(prompt, max_tokens, stream=True,
@@ -231,15 +281,21 @@ def _aborted_stream(engine, prompt: list[int], abort_id: str, request_id: str, m
 
 
 @pytest.mark.req("GENERATE-025")
-def test_abort_ends_a_streamed_generation(engine, codec, max_model_len) -> None:
+def test_abort_ends_a_streamed_generation(engine, target, capabilities, codec, max_model_len) -> None:
     """A long greedy stream is aborted by the id its events report, known before it starts from how a one-token
-    answer reports the request_id it was sent. Aborts go from another thread from the start. A stream that ends
-    "abort" passes. One that runs on is judged once an abort sent after its first event was answered before half
-    the time an unaborted generation takes had passed: the engine was still generating then, even where its stream
-    reached the client seconds late (vLLM's API server on 2 CPUs can lag that far). An abort the engine answers
-    only once the stream is over proves nothing (vLLM 0.32's engine, streaming to a gateway that reads at full
-    speed, answered aborts 4.4 s late, after the whole generation), and its try is made again. The unaborted time
-    is measured only when a stream runs on, so an engine that aborts never spends a whole generation on it."""
+    answer reports the request_id it was sent. Aborts go from another thread from the start, on a client of their
+    own whose connection is open before the stream starts (the stream cannot starve it). A stream that ends "abort"
+    passes. One that runs on is judged by its twin, the same generation sent at the same moment under another id
+    and never aborted: an abort sent after the stream's first event and answered before half the twin's time had
+    passed came while the engine was still generating, even where the stream reached the client seconds late and
+    the machine was loaded (both generations slow alike), so the stream running on fails. An abort answered only
+    once the twin's half-time was over proves nothing (vLLM 0.32's engine, streaming to a gateway that reads at
+    full speed, answered aborts 4.4 s late, after the whole generation), and its try is made again."""
+    capabilities.require("generate-streaming")
+    limit = target.transport.max_concurrency
+    if limit is not None and limit < IN_FLIGHT:
+        not_tested(f"the abort test keeps {IN_FLIGHT} requests in flight (the stream, its unaborted twin, an abort);"
+                   f" --max-concurrency allows this process {limit}")
     prompt = codec.encode("Hello")
     probe_id = "tokenspec-abort-probe"
     reported = engine.post_ok(GENERATE, {"token_ids": prompt, "request_id": probe_id,
@@ -247,27 +303,44 @@ def test_abort_ends_a_streamed_generation(engine, codec, max_model_len) -> None:
     if probe_id not in reported:
         not_tested(f"the engine reports request_id {reported!r} for {probe_id!r}, so the id to abort by is unknown")
     max_tokens = min(4000, max_model_len - len(prompt) - 1)
-    deadline: float | None = None
+    aborter = SuiteClient(engine.base_url, engine.timeout, gate=engine.gate, role=engine.role,
+                          transport=engine.transport)
+    twin_client = SuiteClient(engine.base_url, engine.timeout, gate=engine.gate, role=engine.role,
+                              transport=engine.transport)
     tries = []
-    for _ in range(TRIES):
-        request_id = f"tokenspec-abort-{secrets.token_hex(4)}"
-        stream = _aborted_stream(engine, prompt, reported.replace(probe_id, request_id), request_id, max_tokens)
-        tries.append(f"{stream.finish} after {stream.count} ids")
-        refused = [a for a in stream.answers() if a.status_code != 200]
-        assert not refused, (f"{len(refused)} of {len(stream.answers())} aborts answered {refused[0].status_code}: "
-                             f"{refused[0].text[:300]}" if refused else "")
-        if stream.finish == "abort":
-            assert stream.count < max_tokens, f"the stream ended 'abort' after all {stream.count} ids it was asked for"
-            return
-        if deadline is None:
-            started = time.monotonic()
-            engine.post_ok(GENERATE, _generation_body(prompt, max_tokens))
-            deadline = EARLY * (time.monotonic() - started)
-        assert not stream.aborted_early(deadline), (
-            f"an abort answered within {deadline:.1f} s of the stream's start, while the engine was still generating, "
-            f"left it running to {stream.finish!r} ({stream.count} ids)")
-    not_tested(f"in {TRIES} tries the engine answered no abort while the generation was still running "
-               f"(within {deadline:.1f} s, half an unaborted generation's time): {', '.join(tries)}")
+    try:
+        warm = _abort(aborter, ["tokenspec-never-sent"])  # opens the abort connection before any stream
+        assert warm.status_code == 200, f"abort of an unknown id answered {warm.status_code}: {warm.text[:300]}"
+        for _ in range(TRIES):
+            tag = secrets.token_hex(4)
+            request_id, twin = f"tokenspec-abort-{tag}", _Twin(f"tokenspec-twin-{tag}")
+            ids = (reported.replace(probe_id, request_id), request_id)
+            stream = _aborted_stream(engine, aborter, twin_client, prompt, ids, twin, max_tokens)
+            refused = [a for a in stream.answers() if a.status_code != 200]
+            assert not refused, (f"{len(refused)} of {len(stream.answers())} aborts answered {refused[0].status_code}"
+                                 f": {refused[0].text[:300]}" if refused else "")
+            if stream.finish == "abort":
+                _abort(aborter, [reported.replace(probe_id, twin.request_id)])  # the twin is not needed: end it
+                twin.wait(engine.timeout)
+                assert stream.count < max_tokens, \
+                    f"the stream ended 'abort' after all {stream.count} ids it was asked for"
+                return
+            twin.wait(engine.timeout + 5)
+            if twin.took is None:
+                tries.append(f"{stream.finish} after {stream.count} ids, the twin {twin.problem or 'never answered'}")
+                continue
+            deadline = EARLY * twin.took
+            early = stream.early_abort(deadline)
+            assert early is None, (
+                f"an abort answered {early:.1f} s after the stream's start, before half the {twin.took:.1f} s its"
+                f" unaborted twin took (so while the engine was still generating), left the stream running to"
+                f" {stream.finish!r} ({stream.count} ids; {stream.timeline()})")
+            tries.append(f"{stream.finish} after {stream.count} ids, twin {twin.took:.1f} s, {stream.timeline()}")
+    finally:
+        aborter.close()
+        twin_client.close()
+    not_tested(f"in {TRIES} tries no abort sent after the stream's first event was answered before half its unaborted"
+               f" twin's time: {'; '.join(tries)}")
 
 
 @pytest.mark.req("GENERATE-026")
@@ -286,9 +359,10 @@ def _assert_spans(spans: Any, n: int, what: str) -> None:
 
 @pytest.mark.req("GENERATE-027")
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
-def test_weight_versions_cover_the_output(engine, codec, stream) -> None:
+def test_weight_versions_cover_the_output(engine, capabilities, codec, stream) -> None:
     body = {"token_ids": codec.encode("Hello"), "sampling_params": {"max_tokens": 6, "temperature": 0}}
     if stream:
+        capabilities.require("generate-streaming")
         choices = [c for e in engine.stream_events(GENERATE, {**body, "stream": True}) for c in e.get("choices") or []]
         final = choices[-1]
         n = sum(len(c.get("token_ids") or []) for c in choices)

@@ -10,7 +10,8 @@ from collections import defaultdict
 
 import pytest
 
-from tokenspec.suite.builders import chat_request, generate_request
+from tokenspec.suite.builders import generate_request
+from tokenspec.suite.pipeline import generate_prompt
 
 GENERATE = "/inference/v1/generate"
 FINISH_REASONS = {"stop", "length", "abort"}
@@ -19,8 +20,10 @@ SEEDED = {"temperature": 1.0, "seed": 5, "max_tokens": 12, "ignore_eos": True}
 
 
 @pytest.fixture
-def prompt(api, target) -> list[int]:
-    return api.post_ok("/v1/chat/completions/render", chat_request(target.model))["token_ids"]
+def prompt(request, api, target, capabilities) -> list[int]:
+    """The target's render of a one-turn chat, else its words encoded (suite/pipeline.py)."""
+    codec = request.getfixturevalue("codec") if capabilities.has("codec") else None
+    return generate_prompt(api, target.model, capabilities, codec)
 
 
 def _stream(engine, prompt: list[int], include_usage: bool = False, **params) -> list[dict]:

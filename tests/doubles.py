@@ -9,26 +9,34 @@
   ``/version`` answer a framework 404, and the ``/v1/models`` card reports no ``max_model_len``.
 - ``rate_limited``: an app behind a gateway that answers every third request 429 with ``Retry-After``.
 - ``echoing_the_key``: an app whose ``/version`` answers 404 quoting the request's API key.
+- ``ignoring_abort``: an app whose abort route answers an empty 200 to a well-formed body and tells nobody, so
+  the generation it names runs on (the frontend's gateway behind it keeps its own stream relay).
+- ``generate_only_engine``: a generate-only engine as such servers ship: ``/inference/v1/generate`` (passed to
+  a real engine), ``/v1/models``, ``/version`` and ``/health``, and nothing else (no render, derender, tokenize,
+  abort: a framework 404); ``stream: true`` answers 501. Switches turn streaming on and host an abort route
+  that is forwarded, ignored (answered 200 while the generation runs on) or careless (200 to any body).
 
 Both answer the spec's shapes so that only the behaviour under test differs from a real server.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 
 def _error(message: str, status: int = 400, param: str | None = None) -> JSONResponse:
-    kind = "BadRequestError" if status == 400 else "NotFoundError"
+    kind = {400: "BadRequestError", 501: "NotImplementedError"}.get(status, "NotFoundError")
     return JSONResponse({"error": {"message": message, "type": kind, "param": param, "code": status}}, status)
 
 
@@ -86,7 +94,6 @@ def forcing_ignoring_reference(model: str, frontend_url: str, newline_id: int) -
 
 def padded_copy(model_dir: Path, dest: Path, rows: int) -> Path:
     """The model folder with config.json's vocab_size raised to ``rows`` (the tokenizer is unchanged)."""
-    import json
 
     shutil.copytree(model_dir, dest)
     config = json.loads((dest / "config.json").read_text())
@@ -110,7 +117,6 @@ LLAMA3_TEMPLATE = (
 
 def llama3_style_copy(model_dir: Path, dest: Path) -> Path:
     """The model folder with Llama-3 special-token names and markup (no <|im_end|>, <|im_start|>, </s>)."""
-    import json
 
     shutil.copytree(model_dir, dest)
     text = (dest / "tokenizer.json").read_text()
@@ -139,7 +145,6 @@ _UNHOSTED = ("/v1/chat/completions/derender", "/v1/completions/derender", "/vers
 def render_only_host(app: Any) -> Any:
     """The frontend's ASGI ``app`` hosting render and the utilities only (in-process, so the frontend's own body
     handling is untouched): derender and ``/version`` answer a framework 404, the card has no max_model_len."""
-    import json
 
     async def wrapped(scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["path"] not in (*_UNHOSTED, "/v1/models"):
@@ -168,7 +173,6 @@ def rate_limited(app: Any, every: int = 3, retry_after: str | None = "0") -> Any
     """The ``app`` behind a rate limiter that answers every ``every``-th request 429 (with ``Retry-After``
     unless it is None), the way a gateway in front of a shared deployment does."""
     import itertools
-    import json
 
     counter = itertools.count(1)
     body = json.dumps({"error": {"message": "rate limit exceeded", "type": "RateLimitError", "param": None,
@@ -190,7 +194,6 @@ def echoing_the_key(app: Any) -> Any:
     """The ``app`` with a /version that answers 404 quoting the request's Authorization header, as a careless
     server's error message can: the key then reaches a failing test's message, and only redaction keeps it out
     of the report."""
-    import json
 
     async def wrapped(scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["path"] != "/version":
@@ -201,5 +204,104 @@ def echoing_the_key(app: Any) -> Any:
                                      "code": 404}}).encode()
         await send({"type": "http.response.start", "status": 404, "headers": [(b"content-type", b"application/json")]})
         await send({"type": "http.response.body", "body": body})
+
+    return wrapped
+
+
+#: How the generate-only double hosts abort: not at all (a framework 404), forwarded to the engine, answered 200
+#: and never forwarded (the generation runs on), or answered 200 to any body, a malformed one too.
+AbortMode = Literal["none", "forwarded", "ignored", "careless"]
+GENERATE = "/inference/v1/generate"
+ABORT = "/inference/v1/abort_requests"
+
+
+def generate_only_engine(engine_url: str, *, streams: bool = False, abort: AbortMode = "none") -> Starlette:
+    """A generate-only engine in front of a real one at ``engine_url``: whole generations are the real engine's
+    answers byte for byte; ``stream: true`` is answered 501 (unless ``streams``, then relayed as it comes); the
+    abort route is there only as ``abort`` says. Render, derender and the utilities are a framework 404."""
+    clients: list[httpx.AsyncClient] = []
+
+    def engine() -> httpx.AsyncClient:
+        """The one client to the real engine, made on first use on the server's own event loop."""
+        if not clients:
+            clients.append(httpx.AsyncClient(base_url=engine_url, timeout=httpx.Timeout(120.0, connect=5.0)))
+        return clients[0]
+
+    async def relay_get(request: Request) -> Response:
+        resp = await engine().get(request.url.path)
+        return Response(resp.content, resp.status_code, media_type=resp.headers.get("content-type"))
+
+    async def generate(request: Request) -> Response:
+        raw = await request.body()
+        sent = {k: v for k, v in request.headers.items() if k == "content-type"}  # the engine judges it, not we
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        if isinstance(body, dict) and body.get("stream") is True:
+            if not streams:
+                return _error("stream=true is not supported by this engine", 501, param="stream")
+            client = engine()
+            upstream = await client.send(client.build_request("POST", GENERATE, content=raw, headers=sent),
+                                         stream=True)
+            if upstream.status_code != 200:
+                content = await upstream.aread()
+                await upstream.aclose()
+                return Response(content, upstream.status_code, media_type=upstream.headers.get("content-type"))
+            return StreamingResponse(_relayed(upstream), media_type="text/event-stream")
+        resp = await engine().post(GENERATE, content=raw, headers=sent)
+        return Response(resp.content, resp.status_code, media_type=resp.headers.get("content-type"))
+
+    async def abort_requests(request: Request) -> Response:
+        if abort in ("ignored", "careless"):
+            if abort == "ignored":
+                body = await _json_or_none(request)
+                if not isinstance(body, dict) or not isinstance(body.get("request_ids"), str | list):
+                    return _error("request_ids is required", param="request_ids")
+            return Response(status_code=200)  # an empty 200, as vLLM answers; nothing reaches the engine
+        sent = {k: v for k, v in request.headers.items() if k == "content-type"}
+        resp = await engine().post(ABORT, content=await request.body(), headers=sent)
+        return Response(resp.content, resp.status_code, media_type=resp.headers.get("content-type"))
+
+    async def health(_: Request) -> Response:
+        return Response(status_code=200)
+
+    routes = [Route("/health", health), *(Route(path, relay_get) for path in ("/v1/models", "/version"))]
+    routes.append(Route(GENERATE, generate, methods=["POST"]))
+    if abort != "none":
+        routes.append(Route(ABORT, abort_requests, methods=["POST"]))
+    return Starlette(routes=routes)
+
+
+async def _relayed(upstream: httpx.Response) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in upstream.aiter_raw():
+            yield chunk
+    finally:
+        await upstream.aclose()
+
+
+async def _json_or_none(request: Request) -> Any:
+    try:
+        return json.loads(await request.body())
+    except ValueError:
+        return None
+
+
+def ignoring_abort(app: Any) -> Any:
+    """The ``app`` with an abort route that answers an empty 200 (as vLLM does) to a body with request_ids and
+    never passes it on: every check of the answer holds, only the generation runs on to its end."""
+
+    async def wrapped(scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] != ABORT:
+            await app(scope, receive, send)
+            return
+        request = Request(scope, receive)
+        body = await _json_or_none(request)
+        if isinstance(body, dict) and isinstance(body.get("request_ids"), str | list):
+            response: Response = Response(status_code=200)
+        else:
+            response = _error("request_ids is required", param="request_ids")
+        await response(scope, receive, send)
 
     return wrapped
