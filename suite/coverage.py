@@ -80,3 +80,26 @@ def blind(results: list[TestResult], level: str) -> list[Unjudged]:
 
 def counts_by_level(items: list[Unjudged]) -> dict[str, int]:
     return {lvl: sum(1 for u in items if u.level == lvl) for lvl in LEVELS}
+
+
+def blind_spot_line(items: list[dict]) -> str:
+    """The run's blind spots in one line, for the banner: the MUST requirements never judged (else the weakest
+    level with some), and the reasons shared by most of them with what would judge them ("49 MUST never judged:
+    41 generate: not hosted (pass --engine URL), 8 no test in this run"). "" when every requirement was judged."""
+    for level in LEVELS:
+        mine = [u for u in items if u["level"] == level]
+        if mine:
+            break
+    else:
+        return ""
+    why: dict[str, int] = defaultdict(int)
+    for u in mine:
+        reason = ": ".join((u.get("reasons") or ["?"])[0].split(": ")[:2])[:60]
+        if u["state"] == "no_test":
+            reason = "no test of this run cites them"
+        hint = (u.get("enable") or [""])[0].split(" (")[0]
+        why[f"{reason} ({hint})" if hint else reason] += 1
+    ranked = sorted(why.items(), key=lambda kv: (-kv[1], kv[0]))
+    shown = ", ".join(f"{n} {reason}" for reason, n in ranked[:3])
+    more = f", {sum(n for _, n in ranked[3:])} for other reasons" if len(ranked) > 3 else ""
+    return f"{len(mine)} {level} never judged: {shown}{more}"

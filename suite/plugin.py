@@ -452,6 +452,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if report.failed and "actual" in comparison:
             report.user_properties += [("expected", comparison["expected"]), ("actual", comparison["actual"]),
                                        ("comparison", comparison["op"])]
+            from tokenspec.suite.token_text import decoded
+
+            texts = decoded(comparison["expected"], comparison["actual"], lambda ids: _decode(item.config, ids))
+            if any(texts):
+                report.user_properties += [("expected_text", texts[0]), ("actual_text", texts[1])]
     if report.failed:
         named = [i for i in _REQ_ID.findall(_message_of(report)) if i in ids]
         report.user_properties.append(("failed_requirements", ",".join(dict.fromkeys(named or ids))))
@@ -473,6 +478,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if expectation is not None and report.when == "call":
         _apply_expectation(report, expectation)
     return report
+
+
+_CODEC = pytest.StashKey[object]()
+
+
+def _decode(config: pytest.Config, ids: list[int]) -> str:
+    """Token ids as the run's codec reads them, special tokens visible (a failure's ids shown as text)."""
+    if _CODEC not in config.stash:
+        from tokenspec.suite.fixtures import target_from_config
+        from tokenspec.suite.target import Codec
+
+        config.stash[_CODEC] = Codec(target_from_config(config))
+    try:
+        return config.stash[_CODEC].decode(ids)  # type: ignore[attr-defined]
+    except ServerLost as lost:  # a lost target cannot decode: the ids still show
+        raise LookupError(str(lost)) from None
 
 
 #: Areas whose requirements are the target's own behaviour, whichever server's answer the test read last.
@@ -621,6 +642,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             expected=props.get("expected", "") if evidence else "",
             actual=props.get("actual", "") if evidence else "",
             comparison=props.get("comparison", "") if evidence else "",
+            expected_text=props.get("expected_text", "") if evidence else "",
+            actual_text=props.get("actual_text", "") if evidence else "",
             request_method=props.get("request_method", "") if evidence else "",
             request_url=props.get("request_url", "") if evidence else "",
             request_content_type=props.get("request_content_type", "") if evidence else "",

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tokenspec import __version__
-from tokenspec.suite.coverage import counts_by_level, unjudged
-from tokenspec.suite.results import (CONTRACT_VERSION, LEVELS, TestResult, exit_code, inconclusive, is_failure,
-                                     summarise)
+from tokenspec.suite.causes import Cause, causes
+from tokenspec.suite.coverage import blind_spot_line, counts_by_level, unjudged
+from tokenspec.suite.results import CONTRACT_VERSION, LEVELS, TestResult, exit_code, inconclusive, is_failure, summarise
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,7 @@ def report_dict(info: RunInfo, results: list[TestResult], collection_errors: lis
         "started_at": info.started_at,
         "duration_s": info.duration_s,
         "summary": summarise(results).to_dict(),
+        "causes": [c.to_dict() for c in causes(results)],
         "unjudged": [u.to_dict() for u in unjudged(results)],
         "tests": [r.to_dict() for r in sorted(results, key=lambda r: r.nodeid)],
     }
@@ -137,26 +138,22 @@ def _inconclusive_headline(results: list[TestResult], info: RunInfo | None, note
             f" {summary.counts['passed']} passed and {failed} failed unexpectedly{notes}")
 
 
-def top_failing(results: list[TestResult], limit: int = 5) -> list[str]:
-    """The requirements that broke most, unexpected failures first: ``RENDER-006 (MUST): 3 unexpected,
-    1 known: <its sentence>``. What a terminal shows at the end of a run, before anyone opens a report."""
-    from tokenspec.specs.catalogue import load_catalogue
+def cause_lines(found: list[Cause], limit: int = 5) -> list[str]:
+    """The causes as a terminal shows them: ``RENDER-005 (MUST) x89: <what failed>``, an example test, and where
+    the decoded token ids part. What a person reads before anyone opens a report."""
+    from tokenspec.suite.token_text import first_difference
 
-    catalogue = load_catalogue()
-    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for r in results:
-        if is_failure(r.outcome) or r.outcome == "xfailed":
-            for rid in r.failed_requirements or r.requirement_ids:
-                counts[rid][0 if is_failure(r.outcome) else 1] += 1
-    ranked = sorted(counts.items(), key=lambda kv: (-kv[1][0], -kv[1][1], kv[0]))[:limit]
     lines = []
-    for rid, (unexpected, known) in ranked:
-        req = catalogue.get(rid)
-        what = ", ".join(part for part in (f"{unexpected} unexpected" if unexpected else "",
-                                           f"{known} known" if known else "") if part)
-        sentence = req.statement if req else ""
-        lines.append(f"{rid} ({req.level if req else '?'}): {what}: "
-                     f"{sentence[:100]}{'...' if len(sentence) > 100 else ''}")
+    for cause in found[:limit]:
+        example = cause.example
+        whose = "" if cause.charged_to == "target" else f" [the {cause.charged_to}'s answers]"
+        others = f" (and {len(cause.ways) - 1} other way(s) it showed)" if len(cause.ways) > 1 else ""
+        lines.append(f"{cause.requirement} ({cause.level}) x{len(cause.tests)}{whose}: {cause.summary}{others}")
+        lines.append(f"    e.g. {example.nodeid}")
+        if example.expected_text or example.actual_text:
+            lines.append(f"    {first_difference(example.expected_text, example.actual_text)[:300]}")
+    if len(found) > limit:
+        lines.append(f"... and {len(found) - limit} more (summary.md, report.html)")
     return lines
 
 
@@ -169,9 +166,11 @@ def summary_markdown(info: RunInfo, results: list[TestResult], capabilities: dic
 
     catalogue = load_catalogue()
     summary = summarise(results)
+    blind = blind_spot_line([u.to_dict() for u in unjudged(results)])
     lines = [
         f"# tokenspec conformance report: {headline(results, info)}",
         "",
+        *([f"**Blind spots:** {blind} (the list is at the end)", ""] if blind else []),
         *_not_tested_lines(results, capabilities),
         f"- target: `{info.target}`; engine: `{info.engine}`; reference: `{info.reference}`; model: `{info.model}`",
         f"- started {info.started_at}, {info.duration_s:.1f} s, seed {info.seed}, tokenspec {__version__},"
@@ -189,19 +188,12 @@ def summary_markdown(info: RunInfo, results: list[TestResult], capabilities: dic
         "",
         *_decision_lines(capabilities),
     ]
-    failures = [r for r in results if is_failure(r.outcome)]
-    if failures:
-        lines += ["## Failures", ""]
-        for r in sorted(failures, key=lambda r: (LEVELS.index(r.level), r.nodeid)):
-            whose = "" if r.charged_to == "target" else f", the {r.charged_to}'s answer: not the target's verdict"
-            lines.append(f"### {r.outcome.upper()} `{r.nodeid}` ({r.level}{whose})")
-            for rid in r.failed_requirements or r.requirement_ids:
-                if rid in catalogue:
-                    lines.append(f"- **{rid}** ({catalogue[rid].level}): {catalogue[rid].statement}")
-            lines += ["", "```", r.message.strip()[:3000], "```"]
-            if r.reproduce:
-                lines += ["Reproduce:", "", "```sh", r.reproduce, "```"]
-            lines.append("")
+    found = causes(results)
+    if found:
+        total = sum(len(c.tests) for c in found)
+        lines += [f"## Unexpected failures: {len(found)} unique cause(s) of {total} failure(s)", ""]
+        for cause in found:
+            lines += _cause_lines(cause, catalogue)
     xfailed = [r for r in results if r.outcome == "xfailed"]
     if xfailed:
         lines += ["## Known failures (expectations)", "",
@@ -236,6 +228,29 @@ def summary_markdown(info: RunInfo, results: list[TestResult], capabilities: dic
     lines += ["", f"Requirements without a test in this run ({len(untested)}): {', '.join(untested) or 'none'}", ""]
     lines += unjudged_lines(results)
     return "\n".join(lines)
+
+
+def _cause_lines(cause: Cause, catalogue: dict) -> list[str]:
+    """One cause in summary.md: its requirement sentence, one failure in full, the other tests named."""
+    from tokenspec.suite.token_text import first_difference
+
+    r = cause.example
+    whose = "" if cause.charged_to == "target" else f", the {cause.charged_to}'s answers: not the target's verdict"
+    lines = [f"### {cause.requirement} ({cause.level}{whose}): {len(cause.tests)} test(s)", ""]
+    if cause.requirement in catalogue:
+        lines.append(f"**{cause.requirement}** ({catalogue[cause.requirement].level}):"
+                     f" {catalogue[cause.requirement].statement}")
+    if len(cause.ways) > 1:
+        lines += ["", "How it showed:", ""] + [f"- {n} x `{sig}`" for sig, n in cause.ways]
+    lines += ["", f"Example: {r.outcome.upper()} `{r.nodeid}`", "", "```", r.message.strip()[:3000], "```"]
+    if r.expected_text or r.actual_text:
+        lines += ["", f"Token ids as text: {first_difference(r.expected_text, r.actual_text)}"]
+    if r.reproduce:
+        lines += ["", "Reproduce:", "", "```sh", r.reproduce, "```"]
+    if len(cause.tests) > 1:
+        lines += ["", f"The other {len(cause.tests) - 1} test(s) with this cause:", ""]
+        lines += [f"- `{t.nodeid}`" for t in cause.tests[1:]]
+    return [*lines, ""]
 
 
 def unjudged_lines(results: list[TestResult]) -> list[str]:

@@ -20,7 +20,11 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from tokenspec.suite.results import LEVELS, is_failure, safe_name
+from tokenspec.suite.causes import Cause, causes
+from tokenspec.suite.coverage import blind_spot_line
+from tokenspec.suite.results import LEVELS, TestResult, is_failure, safe_name
+
+_FIELDS = frozenset(TestResult.__dataclass_fields__)
 
 VERDICTS = ("PASS WITH KNOWN FAILURES", "PASS", "FAIL", "INTERRUPTED", "INCONCLUSIVE")
 #: Outcome -> the chart's segment it counts in.
@@ -52,14 +56,16 @@ def render_html(report: dict[str, Any], out_dir: Path | None = None) -> str:
 
     catalogue = load_catalogue()
     tests = report.get("tests") or []
+    found = causes([TestResult(**{k: v for k, v in t.items() if k in _FIELDS}) for t in tests])
     parts = [
         _head(report),
-        _verdict(report, tests),
+        _verdict(report, tests, found),
+        _causes(report, found, catalogue, out_dir),
         _run_info(report),
         _area_chart(tests),
-        _requirement_table(tests, catalogue),
+        _requirement_table(tests, catalogue, found),
         _unjudged(report),
-        _failures(report, tests, catalogue, out_dir),
+        _known_failures(report, tests, catalogue, out_dir),
         "</main></body></html>\n",
     ]
     return "\n".join(parts)
@@ -93,6 +99,11 @@ dl.info{display:grid;grid-template-columns:max-content 1fr;gap:.15em 1em;margin:
 dl.info dt{color:#555}dl.info dd{margin:0;word-break:break-all}
 .failure{background:#fff;border:1px solid #ddd;border-left:5px solid #c62828;border-radius:4px;
     padding:.6em 1em;margin:1em 0}
+.cause{border:1px solid #ddd;border-radius:6px;padding:.6em 1em;margin:1em 0;background:#fff}
+.cause h3{margin:0 0 .3em}
+#verdict .line{margin:.25em 0}#verdict a{color:#fff;text-decoration:underline}
+#verdict .lost,#verdict .causes,#verdict .blind{font-weight:600}
+.first-difference{background:#fffbea;border:1px solid #eed;padding:.3em .5em;margin:.3em 0}
 details.failure{border-left-color:#f0a30a}
 .failure h3,.failure summary{margin:0;font-size:1em;word-break:break-all}
 .badge{display:inline-block;border-radius:3px;padding:0 .4em;color:#fff;font-size:.85em;font-weight:700;
@@ -136,7 +147,8 @@ def _verdict_word(report: dict[str, Any]) -> str:
     return "PASS WITH KNOWN FAILURES" if any(t.get("outcome") == "xfailed" for t in tests) else "PASS"
 
 
-def _verdict(report: dict[str, Any], tests: list[dict[str, Any]]) -> str:
+def _verdict(report: dict[str, Any], tests: list[dict[str, Any]], found: list[Cause]) -> str:
+    """The first screen: the verdict, the servers a run lost, the blind spots in one line, the causes linked."""
     word = _verdict_word(report)
     css = {"PASS": "pass", "PASS WITH KNOWN FAILURES": "known", "FAIL": "fail", "INTERRUPTED": "known",
            "INCONCLUSIVE": "inconclusive"}[word]
@@ -154,15 +166,31 @@ def _verdict(report: dict[str, Any], tests: list[dict[str, Any]]) -> str:
     reason_items = "".join(f"<li>{n} test(s) {_e(reason)}</li>"
                            for reason, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
     broken = report.get("collection_errors") or []
+    lost = "".join(f'<div class="line lost">No verdict: the {_e(loss["role"])} ({_e(loss["url"])}) stopped answering'
+                   f' at {_e(loss["at"])}{" during " + _e(loss["during"]) if loss.get("during") else ""}; the tests'
+                   " that needed it after that are not tested. Restart it and run again.</div>\n"
+                   for loss in report.get("lost_servers") or [])
+    blind = blind_spot_line(report.get("unjudged") or [])
+    blind_html = (f'<div class="line blind">{_e(blind)} (<a href="#unjudged">the list</a>)</div>\n' if blind else "")
+    target_causes = [c for c in found if c.charged_to == "target"]
+    cause_links = ", ".join(f'<a href="#{c.id}">{_e(c.requirement)} &times;{len(c.tests)}</a>'
+                            for c in target_causes[:6])
+    more = f" and {len(target_causes) - 6} more" if len(target_causes) > 6 else ""
+    failures = sum(len(c.tests) for c in target_causes)
+    causes_html = (f'<div class="line causes">{len(target_causes)} unique cause{"s" if len(target_causes) != 1 else ""}'
+                   f" of {failures} unexpected failure{'s' if failures != 1 else ''}: {cause_links}{more}</div>\n"
+                   if target_causes else "")
     return (
         f'<section id="verdict" class="{css}"><div class="word">{_e(word)}</div>\n'
+        + lost + causes_html + blind_html +
         f'<div class="line">{summary.get("total", len(tests))} tests: {summary.get("passed", 0)} passed,'
         f' {summary.get("failed", 0)} failed, {summary.get("errors", 0)} errors, {summary.get("xpassed", 0)} xpassed'
         f' (stale expectations), {summary.get("xfailed", 0)} known failures, {summary.get("unsupported", 0)}'
         f' unsupported, {summary.get("not_tested", 0)} not tested</div>\n'
         "<table><tr><th>level</th><th>unexpected failures</th><th>known failures</th><th>passed</th></tr>"
         f"{rows}</table>\n"
-        + (f"<div>Not judged in this run:</div><ul>{reason_items}</ul>\n" if reason_items else "")
+        + (f"<details><summary>Not judged in this run: {sum(reasons.values())} tests</summary>"
+           f"<ul>{reason_items}</ul></details>\n" if reason_items else "")
         + (f"<div>{len(broken)} suite module(s) failed to load: the run is incomplete</div><ul>"
            + "".join(f"<li class=\"mono\">{_e(b[:500])}</li>" for b in broken) + "</ul>\n" if broken else "")
         + "</section>"
@@ -183,8 +211,9 @@ def _unjudged(report: dict[str, Any]) -> str:
     per_level = ", ".join(f"{sum(1 for u in items if u['level'] == lvl)} {lvl}" for lvl in LEVELS)
     return (f'<section id="unjudged"><h2>Requirements never judged ({per_level})</h2>'
             "<p>Not one test of these ran its checks in this run: a pass says nothing about them.</p>"
+            f"<details><summary>{len(items)} requirements, why, and what would judge each</summary>"
             "<table><tr><th>requirement</th><th>level</th><th>state</th><th>why</th><th>what would judge it</th>"
-            f"<th>statement</th></tr>{rows}</table></section>")
+            f"<th>statement</th></tr>{rows}</table></details></section>")
 
 
 def _run_info(report: dict[str, Any]) -> str:
@@ -256,7 +285,14 @@ def _area_chart(tests: list[dict[str, Any]]) -> str:
             f'<title>tests per requirement area by outcome</title>{"".join(legend)}{"".join(rows)}</svg>')
 
 
-def _requirement_table(tests: list[dict[str, Any]], catalogue: dict) -> str:
+def _requirement_table(tests: list[dict[str, Any]], catalogue: dict, found: list[Cause]) -> str:
+    first_cause: dict[str, str] = {}
+    for cause in found:
+        first_cause.setdefault(cause.requirement, cause.id)
+    for cause in found:
+        for t in cause.tests:
+            for rid in t.failed_requirements or t.requirement_ids:
+                first_cause.setdefault(rid, cause.id)
     per_req: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for t in tests:
         for rid in t.get("requirement_ids") or []:
@@ -274,6 +310,10 @@ def _requirement_table(tests: list[dict[str, Any]], catalogue: dict) -> str:
         unjudged = counts.get("unsupported", 0) + counts.get("not_tested", 0)
         status = ("failing" if failed else "known" if known else "passing" if passed else "unjudged")
         text = {"failing": "FAILING", "known": "known failure", "passing": "passing", "unjudged": "not judged"}[status]
+        if status == "failing" and rid in first_cause:
+            text = f'<a href="#{first_cause[rid]}">FAILING</a>'
+        elif status == "known":
+            text = '<a href="#known-failures">known failure</a>'
         rows.append(f'<tr id="req-{_e(rid)}"><td class="mono">{_e(rid)}</td><td>{_e(req.level)}</td>'
                     f"<td>{_e(req.statement)}</td><td class=\"n\">{passed}</td><td class=\"n\">{failed}</td>"
                     f"<td class=\"n\">{known}</td><td class=\"n\">{unjudged}</td>"
@@ -287,16 +327,47 @@ def _requirement_table(tests: list[dict[str, Any]], catalogue: dict) -> str:
     )
 
 
-def _failures(report: dict[str, Any], tests: list[dict[str, Any]], catalogue: dict, out_dir: Path | None) -> str:
-    order = {lvl: i for i, lvl in enumerate(LEVELS)}
-    unexpected = sorted((t for t in tests if is_failure(t.get("outcome", ""))),
-                        key=lambda t: (order.get(t.get("level"), 9), t["nodeid"]))
-    known = sorted((t for t in tests if t.get("outcome") == "xfailed"), key=lambda t: t["nodeid"])
-    out = [f'<h2 id="failures">Unexpected failures ({len(unexpected)})</h2>']
-    if not unexpected:
+def _causes(report: dict[str, Any], found: list[Cause], catalogue: dict, out_dir: Path | None) -> str:
+    """One card per cause: its count and requirement, one failure in full, the other tests listed collapsed."""
+    failures = sum(len(c.tests) for c in found)
+    out = [f'<section id="causes"><h2 id="failures">Unexpected failures: {len(found)} unique'
+           f' cause{"s" if len(found) != 1 else ""} of {failures} failure{"s" if failures != 1 else ""}</h2>']
+    if not found:
         out.append("<p>None.</p>")
-    out += [_failure(report, t, catalogue, out_dir, collapsed=False) for t in unexpected]
-    out.append(f'<h2 id="known-failures">Known failures ({len(known)})</h2>')
+    for cause in found:
+        whose = "" if cause.charged_to == "target" else f" (the {_e(cause.charged_to)}'s answers, not the target's)"
+        rid = cause.requirement
+        sentence = f" ({_e(catalogue[rid].level)}): {_e(catalogue[rid].statement)}" if rid in catalogue else ""
+        ways = "".join(f"<li>{n} &times; <span class=\"mono\">{_e(sig)}</span></li>" for sig, n in cause.ways)
+        others = cause.tests[1:]
+        listed = "".join(
+            f'<li id="{_e(failure_anchor(t.nodeid))}"><span class="mono">{_e(t.nodeid)}</span>: '
+            f"{_e(_first_line(t.message))}</li>" for t in others)
+        rest = (f"<details class=\"others\"><summary>{len(others)} other test{'s' if len(others) != 1 else ''} with"
+                f" this cause</summary><ul>{listed}</ul></details>" if others else "")
+        out.append(
+            f'<section class="cause" id="{cause.id}"><h3><span class="badge b-failed">{_e(cause.level)}</span>'
+            f'<a class="mono" href="#req-{_e(rid)}">{_e(rid)}</a> broken in {len(cause.tests)}'
+            f" test{'s' if len(cause.tests) != 1 else ''}{whose}"
+            f' <a href="#{cause.id}" title="link to this cause">#</a></h3>'
+            f'<p class="sentence">{_e(rid)}{sentence}</p>'
+            + (f'<details class="ways"><summary>{len(cause.ways)} ways it showed</summary><ul>{ways}</ul></details>'
+               if len(cause.ways) > 1 else "") +
+            f'<div class="label">example</div>'
+            f"{_failure(report, cause.example.to_dict(), catalogue, out_dir, collapsed=False)}{rest}</section>")
+    out.append("</section>")
+    return "\n".join(out)
+
+
+def _first_line(message: str, limit: int = 240) -> str:
+    line = next((part.strip() for part in str(message).splitlines() if part.strip()), "")
+    return line[:limit] + ("..." if len(line) > limit else "")
+
+
+def _known_failures(report: dict[str, Any], tests: list[dict[str, Any]], catalogue: dict,
+                    out_dir: Path | None) -> str:
+    known = sorted((t for t in tests if t.get("outcome") == "xfailed"), key=lambda t: t["nodeid"])
+    out = [f'<h2 id="known-failures">Known failures ({len(known)})</h2>']
     if not known:
         out.append("<p>None.</p>")
     else:
@@ -320,11 +391,14 @@ def _failure(report: dict[str, Any], t: dict[str, Any], catalogue: dict, out_dir
     body.append(f'<ul class="reqs-cited">{"".join(reqs)}</ul>')
     if t.get("expectation"):
         body.append(f'<div class="label">expectation</div><div>{_e(t["expectation"])}</div>')
+    if t.get("expected_text") or t.get("actual_text"):
+        body.append(_text_diff(t.get("expected_text", ""), t.get("actual_text", "")))
     body.append(f'<div class="label">message</div><pre class="message">{_e(str(t.get("message", ""))[:20_000])}'
                 "</pre>")
     body.append(_request(t, out_dir))
     if t.get("expected") or t.get("actual"):
-        body.append(_diff(t.get("expected", ""), t.get("actual", ""), t.get("comparison", "")))
+        ids = _diff(t.get("expected", ""), t.get("actual", ""), t.get("comparison", ""))
+        body.append(f"<details><summary>the token ids</summary>{ids}</details>" if t.get("expected_text") else ids)
     curl = replay_curl(t)
     if curl:
         where = " (run it in the report folder: the body is the file beside this page)" if t.get("request_file") else ""
@@ -399,6 +473,17 @@ def body_text(raw: bytes) -> str:
     if len(text) > MAX_BODY_SHOWN:
         text = text[:MAX_BODY_SHOWN] + f"\n... ({len(text) - MAX_BODY_SHOWN} more characters in the file)"
     return text
+
+
+def _text_diff(expected: str, actual: str) -> str:
+    """Token ids decoded by the run's codec, special tokens visible, the first difference named."""
+    from tokenspec.suite.token_text import first_difference
+
+    left, right = diff_columns(expected, actual)
+    return (f'<div class="label">expected and actual, decoded (the token ids below)</div>'
+            f'<div class="first-difference mono">{_e(first_difference(expected, actual))}</div>'
+            f'<div class="diff"><div><div class="label">expected</div><pre class="expected text">{left}</pre></div>'
+            f'<div><div class="label">actual</div><pre class="actual text">{right}</pre></div></div>')
 
 
 def _diff(expected: str, actual: str, op: str) -> str:

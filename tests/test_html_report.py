@@ -85,8 +85,16 @@ def test_report_html_in_chromium(chromium_page, constructed_report: Path) -> Non
     verdict = page.locator("#verdict .word")
     assert verdict.is_visible() and verdict.inner_text() == "FAIL", "a MUST failure is a FAIL, in big letters"
     headline = page.locator("#verdict").inner_text()
+    assert "2 unique causes of 2 unexpected failures: RENDER-001" in headline, "the causes, linked"
+    assert "MUST never judged: " in page.locator("#verdict .blind").inner_text(), "the blind spots, in the banner"
+    page.locator("#verdict details summary").click()
+    headline = page.locator("#verdict").inner_text()
     assert "not tested: generate: not hosted by the target" in headline, "what was not judged, and why"
     assert "unsupported: logprobs" in headline
+    page.locator("#verdict .causes a").first.click()
+    assert page.locator("#cause-RENDER-001").is_visible() and page.evaluate("window.scrollY") > 0
+    page.locator("#req-RENDER-001 a").click()
+    assert page.evaluate("location.hash") == "#cause-RENDER-001", "a FAILING requirement links to its cause"
 
     chart = page.locator("#area-chart")
     box = chart.bounding_box()
@@ -267,3 +275,49 @@ def test_plugin_report_html_in_chromium(chromium_page, plugin_report: tuple[Path
     assert "@bodies/" in failure.locator("pre.curl").inner_text()
     chromium_page.screenshot("report-html-plugin")
     assert chromium_page.external_requests() == []
+
+
+def one_cause_results(report_dir: Path, failures: int = 89, passes: int = 700) -> list[TestResult]:
+    """A run as a render that drops the system message leaves it: many tests, one cause, ids decoded."""
+    system, user = [712, 311, 317, 198], [992, 515, 198, 15, 993]
+    out = [TestResult(f"test_golden.py::test_golden_case[chat-{i:03d}]", ["RENDER-005"], "MUST", "failed", 0.1,
+                      message=f"AssertionError: [RENDER-005] render differs from transformers: first difference at"
+                              f" index 1: got {user[:3]}, expected {system[:3]} ({5 + i} vs {9 + i} ids)",
+                      failed_requirements=["RENDER-005"], expected=json.dumps(system + user + [i]),
+                      actual=json.dumps(user + [i]), comparison="==",
+                      expected_text=f"<|im_start|>system\nYou are helpful<|im_end|>\n<|im_start|>user\nq{i}",
+                      actual_text=f"<|im_start|>user\nq{i}", reproduce="curl -sS http://x")
+           for i in range(failures)]
+    out += [TestResult(f"test_render.py::test_ok[{i}]", ["RENDER-002"], "MUST", "passed", 0.1) for i in range(passes)]
+    out += [TestResult(f"test_generate.py::test_x[{i}]", ["GENERATE-001"], "MUST", "not_tested", 0.0,
+                       message="not tested: generate: not hosted: POST /inference/v1/generate answered 404; pass"
+                               " --engine URL (a server hosting /inference/v1/generate)") for i in range(20)]
+    return out
+
+
+def test_the_first_screen_of_a_run_with_one_cause(chromium_page, tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    info = RunInfo("http://127.0.0.1:8000", None, None, "m", 7, "2026-01-01T00:00:00+00:00", 12.5, command=COMMAND)
+    write_reports(out, info, one_cause_results(out))
+    size = (out / "report.html").stat().st_size
+    assert size < 400_000, f"report.html of ~800 tests with one cause is {size} bytes"
+    page = chromium_page.page
+    page.set_viewport_size({"width": 1280, "height": 900})
+    chromium_page.open(out / "report.html")
+    first_screen = [("verdict", page.locator("#verdict .word")), ("causes", page.locator("#verdict .causes")),
+                    ("blind spots", page.locator("#verdict .blind")), ("cause card", page.locator(".cause h3").first),
+                    ("decoded difference", page.locator(".cause .first-difference").first)]
+    for name, locator in first_screen:
+        box = locator.bounding_box()
+        assert locator.is_visible() and box is not None and box["y"] + box["height"] <= 900, \
+            f"the {name} is not on the first screen: {box}"
+    assert page.locator("#verdict .causes").inner_text().startswith("1 unique cause of 89 unexpected failures")
+    assert "generate: not hosted (pass --engine URL)" in page.locator("#verdict .blind").inner_text()
+    difference = page.locator(".cause .first-difference").first.inner_text()
+    assert "expected `<|im_start|>system\\nYou are helpful" in difference and "got `<|im_start|>user" in difference
+    assert page.locator(".cause .others summary").inner_text() == "88 other tests with this cause"
+    assert not page.locator(".cause .others li").first.is_visible(), "the other tests are collapsed"
+    height = page.evaluate("document.body.scrollHeight")
+    assert height < 20_000, f"the page is {height} px tall"
+    chromium_page.screenshot("report-html-one-cause-first-screen", page.locator("main"))
+

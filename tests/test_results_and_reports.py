@@ -96,14 +96,14 @@ def test_reports_have_the_documented_shape(tmp_path: Path) -> None:
     report = json.loads((tmp_path / "report.json").read_text())
     assert set(report) >= {"tokenspec_version", "target", "engine", "reference", "model", "started_at", "duration_s",
                            "summary", "tests", "headline", "capabilities", "contract", "expectations", "profile",
-                           "command", "interrupted", "collected", "insecure", "retries"}
+                           "command", "interrupted", "collected", "insecure", "retries", "lost_servers", "causes"}
     assert report["command"] == "tokenspec run --target http://t --seed 1"
     assert set(report["summary"]) >= {"total", "passed", "failed", "not_tested", "unsupported", "xfailed",
                                       "xpassed", "errors", "by_level"}
     assert set(report["tests"][0]) == {"nodeid", "requirement_ids", "level", "outcome", "duration_s", "message",
                                        "reproduce", "failed_requirements", "expectation", "expected", "actual",
                                        "comparison", "request_method", "request_url", "request_content_type",
-                                       "request_file", "charged_to", "retries"}
+                                       "request_file", "charged_to", "retries", "expected_text", "actual_text", "lost"}
     assert TestResult(**{k: v for k, v in report["tests"][0].items() if k not in ("expected", "request_file")}), \
         "a report.json from before the evidence fields still loads"
     html = (tmp_path / "report.html").read_text()

@@ -173,13 +173,18 @@ def run(config: RunConfig) -> int:
     print(f"tokenspec: {data['headline']}; seed {data.get('seed')}")
     print(f"tokenspec: report in {report_dir}/ (open {report_dir}/report.html in a browser or summary.md;"
           " report.json and junit.xml beside them)")
-    from tokenspec.suite.coverage import blind, unjudged
-    from tokenspec.suite.report import top_failing
+    from tokenspec.suite.causes import causes
+    from tokenspec.suite.coverage import blind, blind_spot_line, unjudged
+    from tokenspec.suite.report import cause_lines
     from tokenspec.suite.results import EXIT_INCONCLUSIVE, LEVELS, TestResult, exit_code
 
     tests = [TestResult(**t) for t in data["tests"]]
-    if worst := top_failing(tests):
-        print("tokenspec: top failing requirements:\n" + "\n".join(f"  {line}" for line in worst))
+    if found := causes(tests):
+        failures = sum(len(c.tests) for c in found)
+        print(f"tokenspec: {len(found)} unique cause(s) of {failures} unexpected failure(s):\n"
+              + "\n".join(f"  {line}" for line in cause_lines(found)))
+    if spots := blind_spot_line(data.get("unjudged") or []):
+        print(f"tokenspec: blind spots: {spots}")
     if never := unjudged(tests):
         print("tokenspec: requirements never judged (summary.md lists why and the flag that would judge each):")
         for level in LEVELS:
