@@ -277,12 +277,14 @@ td.cell{text-align:center;font-weight:600}
 td.passed{background:#e6f4ea;color:#137333} td.known{background:#fef7e0;color:#8a6100}
 td.failed{background:#fce8e6;color:#a50e0e} td.unsupported,td.not_tested{background:#f1f3f4;color:#5f6368}
 td.cell a{color:inherit}
-.verdict{font-weight:700} .FAIL{color:#a50e0e} .PASS{color:#137333} .KNOWN{color:#8a6100}
+.verdict{font-weight:700} .FAIL{color:#a50e0e} .PASS{color:#137333} .KNOWN{color:#8a6100} .NOVERDICT{color:#555}
 .legend span{display:inline-block;padding:2px 8px;margin-right:6px}
 """
 
 
 def _verdict_class(headline: str) -> str:
+    if headline.startswith(("INCONCLUSIVE", "INTERRUPTED")):
+        return "NOVERDICT"  # a run that lost a server or was stopped: never shown as a pass
     return "FAIL" if headline.startswith("FAIL") else "KNOWN" if "KNOWN" in headline else "PASS"
 
 

@@ -193,7 +193,10 @@ def _suite(options: Options, proxies: Sequence[MutantProxy], report: Path) -> di
     if not path.is_file():
         tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
         raise UsageError(f"the suite did not run through the proxy: {tail[0]}")
-    return json.loads(path.read_text())
+    data = json.loads(path.read_text())
+    if data.get("lost_servers"):  # what a run that lost its server did not see is neither caught nor escaped
+        raise UsageError(f"no verdict through the proxy ({report.name}): {data['headline'][:300]}")
+    return data
 
 
 def _outcomes(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
