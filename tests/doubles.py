@@ -36,7 +36,8 @@ from starlette.routing import Route
 
 
 def _error(message: str, status: int = 400, param: str | None = None) -> JSONResponse:
-    kind = {400: "BadRequestError", 501: "NotImplementedError"}.get(status, "NotFoundError")
+    kind = {400: "BadRequestError", 501: "NotImplementedError", 502: "BadGatewayError",
+            504: "GatewayTimeoutError"}.get(status, "NotFoundError")
     return JSONResponse({"error": {"message": message, "type": kind, "param": param, "code": status}}, status)
 
 
@@ -227,30 +228,52 @@ def generate_only_engine(engine_url: str, *, streams: bool = False, abort: Abort
             clients.append(httpx.AsyncClient(base_url=engine_url, timeout=httpx.Timeout(120.0, connect=5.0)))
         return clients[0]
 
-    async def relay_get(request: Request) -> Response:
-        resp = await engine().get(request.url.path)
+    async def send(method: str, path: str, content: bytes | None = None, headers: dict[str, str] | None = None,
+                   stream: bool = False) -> httpx.Response | Response:
+        """One call to the real engine. A pooled connection the engine closed under the request (uvicorn drops one
+        idle for 5 s) is tried once more on a new one, as a real gateway does; an engine that does not answer is a
+        502/504 with the error object, never this double's own 500."""
+        client = engine()
+        for last in (False, True):
+            try:
+                return await client.send(client.build_request(method, path, content=content, headers=headers),
+                                         stream=stream)
+            except (httpx.RemoteProtocolError, httpx.ConnectError, httpx.ReadError):
+                if last:
+                    return _error("the engine is unreachable", 502)
+            except httpx.TimeoutException:
+                return _error("the engine did not answer in time", 504)
+        raise AssertionError("unreachable")
+
+    async def relay(method: str, path: str, content: bytes | None = None,
+                    headers: dict[str, str] | None = None) -> Response:
+        resp = await send(method, path, content, headers)
+        if isinstance(resp, Response):
+            return resp
         return Response(resp.content, resp.status_code, media_type=resp.headers.get("content-type"))
+
+    async def relay_get(request: Request) -> Response:
+        return await relay("GET", request.url.path)
 
     async def generate(request: Request) -> Response:
         raw = await request.body()
         sent = {k: v for k, v in request.headers.items() if k == "content-type"}  # the engine judges it, not we
         try:
             body = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # the engine judges the body; this only looks for stream: true
             body = None
-        if isinstance(body, dict) and body.get("stream") is True:
-            if not streams:
-                return _error("stream=true is not supported by this engine", 501, param="stream")
-            client = engine()
-            upstream = await client.send(client.build_request("POST", GENERATE, content=raw, headers=sent),
-                                         stream=True)
-            if upstream.status_code != 200:
-                content = await upstream.aread()
-                await upstream.aclose()
-                return Response(content, upstream.status_code, media_type=upstream.headers.get("content-type"))
-            return StreamingResponse(_relayed(upstream), media_type="text/event-stream")
-        resp = await engine().post(GENERATE, content=raw, headers=sent)
-        return Response(resp.content, resp.status_code, media_type=resp.headers.get("content-type"))
+        if not (isinstance(body, dict) and body.get("stream") is True):
+            return await relay("POST", GENERATE, raw, sent)
+        if not streams:
+            return _error("stream=true is not supported by this engine", 501, param="stream")
+        upstream = await send("POST", GENERATE, raw, sent, stream=True)
+        if isinstance(upstream, Response):
+            return upstream
+        if upstream.status_code != 200:
+            content = await upstream.aread()
+            await upstream.aclose()
+            return Response(content, upstream.status_code, media_type=upstream.headers.get("content-type"))
+        return StreamingResponse(_relayed(upstream), media_type="text/event-stream")
 
     async def abort_requests(request: Request) -> Response:
         if abort in ("ignored", "careless"):
@@ -260,8 +283,7 @@ def generate_only_engine(engine_url: str, *, streams: bool = False, abort: Abort
                     return _error("request_ids is required", param="request_ids")
             return Response(status_code=200)  # an empty 200, as vLLM answers; nothing reaches the engine
         sent = {k: v for k, v in request.headers.items() if k == "content-type"}
-        resp = await engine().post(ABORT, content=await request.body(), headers=sent)
-        return Response(resp.content, resp.status_code, media_type=resp.headers.get("content-type"))
+        return await relay("POST", ABORT, await request.body(), sent)
 
     async def health(_: Request) -> Response:
         return Response(status_code=200)
@@ -284,7 +306,7 @@ async def _relayed(upstream: httpx.Response) -> AsyncIterator[bytes]:
 async def _json_or_none(request: Request) -> Any:
     try:
         return json.loads(await request.body())
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 
