@@ -163,14 +163,15 @@ def test_abort_of_unknown_ids_is_accepted(engine, form) -> None:
 
 
 TRIES = 5  # each try is one long generation; one that proves nothing either way is made again
-#: An abort proves something only when it was answered before this share of the time the stream's unaborted twin
-#: took had passed: then the engine had not finished the stream when it took the abort, however far the stream's
-#: events lagged behind it.
+#: An abort proves something only when it was answered before this share of the generation's time had passed (the
+#: stream's own, or until its unaborted twin's answer if sooner): then the engine had not finished the stream when it
+#: took the abort, however far the stream's events lagged behind it.
 EARLY = 0.5
 #: Abort senders, each on its own connection opened before the stream: a loaded gateway may take seconds over one
 #: abort, and the next one must not wait for it.
 SENDERS = 3
-#: Seconds between the senders' starts and between one sender's aborts.
+#: Seconds between the senders' starts; each waits SENDERS times this after each answer, so together they send
+#: about one abort every STAGGER seconds.
 STAGGER = 0.1
 #: What a gateway answers when the server behind it did not answer in time: an overloaded hop, not an answer of
 #: the abort route (a run with nothing but these is no evidence either way).
@@ -201,13 +202,14 @@ def _generation_body(prompt: list[int], max_tokens: int, **extra: Any) -> dict[s
 
 @dataclass
 class _Twin:
-    """The stream's unaborted twin: the same generation under another id, sent at the same moment on its own
-    connection. The engine runs both in the same steps, so the twin's answer time is the stream's own generation time
-    under the very load the stream met (a loaded machine slows both alike)."""
+    """The stream's unaborted twin: the same generation under another id, sent on its own connection once the stream's
+    first event is in. The engine runs both side by side, so the twin ends about when the stream's generation does,
+    under the very load the stream met (a loaded machine slows both alike), and its one answer has no stream of
+    events to lag behind."""
 
     request_id: str
     started: float = 0.0
-    took: float | None = None
+    ended: float | None = None
     problem: str = ""
     thread: threading.Thread | None = None
 
@@ -229,18 +231,19 @@ class _Twin:
         if resp.status_code != 200:
             self.problem = f"answered {resp.status_code}: {resp.text[:200]}"
             return
-        self.took = time.monotonic() - self.started
+        self.ended = time.monotonic()
 
 
 @dataclass
 class _AbortedStream:
-    """One aborted stream: its id count and finish_reason, when it started and sent its first event, and each abort
-    as (sent, answered, answer or exception); ``refused`` holds the stream's own gateway timeout, if it got one."""
+    """One aborted stream: its id count and finish_reason, when it started, sent its first event and ended, and each
+    abort as (sent, answered, answer or exception); ``refused``: the stream's own gateway timeout, if it got one."""
 
     count: int
     finish: Any
     started: float
     running: float | None
+    ended: float
     answered: list[Any]
     refused: str = ""
 
@@ -267,9 +270,10 @@ class _AbortedStream:
 
 
 def _aborted_stream(engine: SuiteClient, aborters: list[SuiteClient], prompt: list[int], ids: tuple[str, str],
-                    max_tokens: int) -> _AbortedStream:
+                    max_tokens: int, twin: tuple[_Twin, SuiteClient] | None) -> _AbortedStream:
     """Stream a generation under ``ids`` (the id to abort by, the id sent) while the ``aborters`` abort it, each
-    from its own thread and connection, staggered."""
+    from its own thread and connection, staggered; the ``twin`` (and its client), if any, is sent once the first
+    event is in (so the stream never waits behind it for a connection of a gateway's)."""
     abort_id, request_id = ids
     answered: list[Any] = []
     done = threading.Event()
@@ -285,7 +289,10 @@ def _aborted_stream(engine: SuiteClient, aborters: list[SuiteClient], prompt: li
     try:
         for event in engine.stream_events(GENERATE, _generation_body(prompt, max_tokens, stream=True,
                                                                      request_id=request_id)):
-            running = running or time.monotonic()
+            if running is None:
+                running = time.monotonic()
+                if twin is not None:
+                    twin[0].start(twin[1], _generation_body(prompt, max_tokens, request_id=twin[0].request_id))
             for choice in event.get("choices") or []:
                 count += len(choice.get("token_ids") or [])
                 finish = choice.get("finish_reason") or finish
@@ -298,7 +305,7 @@ def _aborted_stream(engine: SuiteClient, aborters: list[SuiteClient], prompt: li
         done.set()
         for sender in senders:
             sender.join(timeout=60)
-    stream = _AbortedStream(count, finish, started, running, answered, refused)
+    stream = _AbortedStream(count, finish, started, running, time.monotonic(), answered, refused)
     if answered and all(isinstance(a, Exception) for _, _, a in answered):
         raise answered[0][2]  # no abort got an answer at all
     return stream
@@ -309,11 +316,12 @@ def test_abort_ends_a_streamed_generation(engine, target, capabilities, codec, m
     """A long greedy stream is aborted by the id its events report, known before it starts from how a one-token
     answer reports the request_id it was sent. Aborts go from the start, from several threads each on a connection
     of its own opened before the stream (neither the stream nor a slow abort can hold the next one back). A stream
-    that ends "abort" passes. One that runs on is made again beside its twin, the same generation sent at the same
-    moment under another id and never aborted: an abort sent after the stream's first event and answered before half
-    the twin's time had passed came while the engine was still generating, even where the stream reached the client
-    seconds late and the machine was loaded (both generations slow alike), so a stream that runs on then fails. An
-    abort answered only once the twin's half-time was over proves nothing (vLLM 0.32's engine, streaming to a
+    that ends "abort" passes. One that runs on is made again beside its twin, the same generation under another id,
+    sent once the stream's first event is in and never aborted. The generation's time is the shorter of the stream's
+    own and the time from the stream's start to the twin's answer (which has no events to lag behind): an abort sent
+    after the stream's first event and answered before half of it came while the engine was still generating, even
+    where the stream reached the client seconds late and the machine was loaded (both generations slow alike), so a
+    stream that runs on then fails. An abort answered only later proves nothing (vLLM 0.32's engine, streaming to a
     gateway that reads at full speed, answered aborts 4.4 s late, after the whole generation), nor does a gateway's
     timeout on the engine (502/504), and the try is made again. The first try has no twin, so a server that honours
     aborts meets no extra load."""
@@ -342,10 +350,8 @@ def test_abort_ends_a_streamed_generation(engine, target, capabilities, codec, m
         for attempt in range(TRIES):
             tag = secrets.token_hex(4)
             request_id, twin = f"tokenspec-abort-{tag}", _Twin(f"tokenspec-twin-{tag}")
-            if attempt:
-                twin.start(twin_client, _generation_body(prompt, max_tokens, request_id=twin.request_id))
             stream = _aborted_stream(engine, aborters, prompt, (reported.replace(probe_id, request_id), request_id),
-                                     max_tokens)
+                                     max_tokens, (twin, twin_client) if attempt else None)
             refused = [a for a in stream.answers() if a.status_code != 200]
             assert not refused, (f"{len(refused)} of {len(stream.answers())} aborts answered {refused[0].status_code}"
                                  f": {refused[0].text[:300]}" if refused else "")
@@ -360,22 +366,24 @@ def test_abort_ends_a_streamed_generation(engine, target, capabilities, codec, m
             if stream.refused:
                 tries.append(f"the stream: {stream.refused}")
                 continue
-            if twin.took is None:
+            if twin.ended is None:
                 tries.append(f"{stream.finish} after {stream.count} ids, " + (
                     f"twin {twin.problem or 'never answered'}" if attempt else "no twin on the first try"))
                 continue
-            deadline = EARLY * twin.took
-            early = stream.early_abort(deadline)
+            own, twins = stream.ended - stream.started, twin.ended - stream.started
+            early = stream.early_abort(EARLY * min(own, twins))
             assert early is None, (
-                f"an abort answered {early:.1f} s after the stream's start, before half the {twin.took:.1f} s its"
-                f" unaborted twin took (so while the engine was still generating), left the stream running to"
-                f" {stream.finish!r} ({stream.count} ids; {stream.timeline()})")
-            tries.append(f"{stream.finish} after {stream.count} ids, twin {twin.took:.1f} s, {stream.timeline()}")
+                f"an abort answered {early:.1f} s after the stream's start, before half the generation's time (the"
+                f" stream took {own:.1f} s, its unaborted twin ended {twins:.1f} s after the stream's start), so while"
+                f" the engine was still generating, left the stream running to {stream.finish!r} ({stream.count} ids;"
+                f" {stream.timeline()})")
+            tries.append(f"{stream.finish} after {stream.count} ids in {own:.1f} s, twin's end at {twins:.1f} s,"
+                         f" {stream.timeline()}")
     finally:
         for client in clients:
             client.close()
-    not_tested(f"in {TRIES} tries no abort sent after the stream's first event was answered before half its unaborted"
-               f" twin's time: {'; '.join(tries)}")
+    not_tested(f"in {TRIES} tries no abort sent after the stream's first event was answered before half the"
+               f" generation's time: {'; '.join(tries)}")
 
 
 @pytest.mark.req("GENERATE-026")
