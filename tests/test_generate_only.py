@@ -16,8 +16,7 @@ import pytest
 from doubles import generate_only_engine
 
 from tokenspec.harness.loopback import running_app
-
-pytestmark = pytest.mark.vllm
+from tokenspec.suite.gating import role_of
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = "20261206"
@@ -47,6 +46,21 @@ def decisions(report: dict) -> dict[str, dict]:
     return {d["feature"]: d for d in report["capabilities"]["decisions"]}
 
 
+@pytest.mark.parametrize("path,body,role", [
+    ("/inference/v1/generate", {"stream": True}, "generate-streaming"),
+    ("/inference/v1/generate", b'{"stream": true}', "generate-streaming"),
+    ("/inference/v1/generate", {"stream": False}, "generate"),
+    ("/inference/v1/generate", {"stream": True, "output_mode": "derender"}, "generate"),
+    ("/inference/v1/abort_requests", {"request_ids": "x"}, "abort"),
+])
+def test_the_route_gate_knows_streaming_and_abort_apart_from_generate(path, body, role) -> None:
+    """A request needs the role it exercises: a token-id stream needs generate-streaming, an abort needs abort (not
+    generate, as it did when abort was taken to live wherever generate does); derender mode's stream is gated by
+    its own feature in its tests."""
+    assert role_of("engine", "POST", path, body) == role
+
+
+@pytest.mark.vllm
 def test_a_generate_only_engine_with_a_tokenizer_is_judged_on_generate(tiny_model, vllm_engine, tmp_path) -> None:
     """No render to take a prompt from: the generate tests build theirs from the model folder, so each core generate
     test is judged; abort is not hosted and streaming unsupported, each with the answer that decided it, and only
@@ -77,6 +91,7 @@ def test_a_generate_only_engine_with_a_tokenizer_is_judged_on_generate(tiny_mode
     assert unjudged == CANNOT_SHOW, unjudged
 
 
+@pytest.mark.vllm
 def test_an_abort_route_that_answers_anything_is_judged_and_fails(tiny_model, vllm_engine, tmp_path) -> None:
     """The checker broken on purpose: the same engine hosting an abort route that answers 200 to any body and tells
     nobody, streaming on. Abort is then hosted, so a malformed body answered 200 fails GENERATE-026 and the stream
