@@ -348,6 +348,9 @@ def test_abort_ends_a_streamed_generation(engine, target, capabilities, codec, m
             assert warm.status_code in (200, *GATEWAY_TIMEOUTS), \
                 f"abort of an unknown id answered {warm.status_code}: {warm.text[:300]}"
         for attempt in range(TRIES):
+            # A one-id generate first: a gateway's connection to its engine is fresh when the stream starts (one that
+            # sat idle through the last try may be closed, and a new one can take seconds on a loaded machine).
+            engine.post_ok(GENERATE, _generation_body(prompt, 1))
             tag = secrets.token_hex(4)
             request_id, twin = f"tokenspec-abort-{tag}", _Twin(f"tokenspec-twin-{tag}")
             stream = _aborted_stream(engine, aborters, prompt, (reported.replace(probe_id, request_id), request_id),
