@@ -16,7 +16,7 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from tokenspec.harness.benchmarks.payloads import TARGET_TOKENS, conversation, output_ids
+from tokenspec.benchmarks.payloads import TARGET_TOKENS, conversation, output_ids
 from tokenspec.harness.frontend.app import create_app
 from tokenspec.harness.frontend.config import FrontendConfig
 from tokenspec.harness.implementations.reference import REASONING_PARSER, TOOL_PARSER, default_model

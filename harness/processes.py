@@ -20,8 +20,8 @@ from pathlib import Path
 
 import httpx
 
-from tokenspec.errors import UsageError
-from tokenspec.progress import step
+from tokenspec.core.errors import UsageError
+from tokenspec.core.progress import step
 
 READY_MARKER = ".tokenspec-ready"
 
@@ -149,7 +149,7 @@ class ServerProcess:
     def stop(self, grace: float = 15.0) -> None:
         """End the whole process group: SIGTERM, then SIGKILL after ``grace`` seconds (3 when the job was
         interrupted: a cancelled CI job must end in seconds)."""
-        from tokenspec.interrupts import INTERRUPTS
+        from tokenspec.core.interrupts import INTERRUPTS
 
         proc = self.process
         if proc is None or proc.poll() is not None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tokenspec.yaml_files import load_yaml
+from tokenspec.core.yaml_files import load_yaml
 
 __all__ = [
     "AREA_PREFIXES",

@@ -19,9 +19,9 @@ from typing import Any
 
 import httpx
 
-from tokenspec.errors import UsageError
-from tokenspec.transport import Transport
-from tokenspec.yaml_files import load_yaml
+from tokenspec.core.errors import UsageError
+from tokenspec.core.transport import Transport
+from tokenspec.core.yaml_files import load_yaml
 
 from .openapi import DOCUMENTS, load_document
 

@@ -21,7 +21,7 @@ from jsonschema.exceptions import ValidationError
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from tokenspec.yaml_files import load_yaml
+from tokenspec.core.yaml_files import load_yaml
 
 __all__ = [
     "DOCUMENTS",

@@ -16,8 +16,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from tokenspec.core.yaml_files import load_yaml
 from tokenspec.specs.catalogue import SPEC_DIR
-from tokenspec.yaml_files import load_yaml
 
 __all__ = [
     "ARGUMENTS_IN_SHAPES",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenspec.samples import WEATHER_TOOL
+from tokenspec.specs.samples import WEATHER_TOOL
 
 TOOL = WEATHER_TOOL
 USER_HELLO = [{"role": "user", "content": "Hello, who are you?"}]

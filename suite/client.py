@@ -20,10 +20,10 @@ from typing import Any
 
 import httpx
 
+from tokenspec.core.transport import EXHAUSTED, RETRY_STATUSES, Transport
+from tokenspec.suite.checks import note_check
 from tokenspec.suite.gating import not_tested
-from tokenspec.suite.plugin import note_check
 from tokenspec.suite.schemas import SchemaViolation, validate_response
-from tokenspec.transport import EXHAUSTED, RETRY_STATUSES, Transport
 
 MAX_REPRODUCE_BODY = 16_384
 _SEQUENCE = itertools.count()

@@ -35,8 +35,8 @@ from typing import Any
 
 import yaml
 
-from tokenspec.errors import UsageError, read_user_yaml
-from tokenspec.yaml_files import load_yaml
+from tokenspec.core.errors import UsageError, read_user_yaml
+from tokenspec.core.yaml_files import load_yaml
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tokenspec.phases import CLOCK
+from tokenspec.core.phases import CLOCK
+from tokenspec.core.transport import Transport
+from tokenspec.suite.checks import LAST_REQUEST
 from tokenspec.suite.client import SuiteClient
 from tokenspec.suite.gating import Capabilities
-from tokenspec.suite.plugin import LAST_REQUEST
 from tokenspec.suite.target import Codec, Target, card_max_model_len
-from tokenspec.transport import Transport
 
 CAPABILITIES_ENV = "TOKENSPEC_CAPABILITIES"
 
@@ -58,7 +58,7 @@ def transport_from_config(config: pytest.Config) -> Transport:
 
 
 def target_from_config(config: pytest.Config) -> Target:
-    from tokenspec.target import served_model
+    from tokenspec.core.target import served_model
 
     url = config.getoption("--tokenspec-target")
     tokenizer = config.getoption("--tokenspec-tokenizer")

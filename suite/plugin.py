@@ -35,42 +35,20 @@ from pathlib import Path
 import pytest
 from _pytest.junitxml import xml_key
 
-from tokenspec.liveness import LIVENESS, LIVENESS_ENV, ServerLost
-from tokenspec.phases import CLOCK
-from tokenspec.progress import Counter
+from tokenspec.core.liveness import LIVENESS, LIVENESS_ENV, ServerLost
+from tokenspec.core.phases import CLOCK
+from tokenspec.core.progress import Counter
 from tokenspec.specs.catalogue import Requirement
+from tokenspec.suite.checks import CHECKS, LAST_REQUEST, SERVER
 from tokenspec.suite.gating import anchored_roles
 from tokenspec.suite.results import LEVELS, MAX_OPERAND, NOT_TESTED_PREFIX, UNSUPPORTED_PREFIX, TestResult, safe_name
 
 SUITE_DIR = Path(__file__).resolve().parent
-LAST_REQUEST = pytest.StashKey[list]()  # the SuiteClients a test used
 _REQ_ID = re.compile(r"\[([A-Z]+-\d{3})\]")
 #: Modules outside the test files whose asserts are checks of the running test (rewritten, so they count).
 HELPER_MODULES = ("tokenspec.suite.client", "tokenspec.suite.pipeline", "tokenspec.suite.derender_checks")
 #: A failing request's body larger than this is not saved under bodies/ (the oversized-body tests send 64 MiB).
 MAX_SAVED_BODY = 4 << 20
-
-
-class _CheckCounter:
-    """Checks made by the running test: passing asserts (pytest's assertion-pass hook) and schema validations.
-
-    A test that completes with zero checks passed vacuously; the plugin reports it as an error.
-    """
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.active = False
-
-    def note(self) -> None:
-        self.count += 1
-
-
-CHECKS = _CheckCounter()
-
-
-def note_check() -> None:
-    """Count one check of the running test (the client calls this for every validated response)."""
-    CHECKS.note()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -85,7 +63,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--tokenspec-expectations", help="YAML of known failures (requirement + pattern each)")
     g.addoption("--tokenspec-profile", help="YAML target profile (specs/profile.schema.json)")
     g.addoption("--tokenspec-seed", type=int, help="seed for hypothesis and schemathesis")
-    # The transport (tokenspec/transport.py): the same values as `tokenspec run`'s flags of the same names.
+    # The transport (tokenspec/core/transport.py): the same values as `tokenspec run`'s flags of the same names.
     g.addoption("--tokenspec-timeout", action="append", metavar="[ROLE=]SECONDS",
                 help="request timeout per role (default: target=30 engine=60 reference=60)")
     g.addoption("--tokenspec-api-key-env", action="append", metavar="[ROLE=]NAME",
@@ -132,14 +110,14 @@ def pytest_configure(config: pytest.Config) -> None:
         import tokenizers  # noqa: F401 - C extensions load before the probe arms interrupts, never halfway
 
         import tokenspec.suite.probe  # noqa: F401
-        from tokenspec.interrupts import INTERRUPTS
+        from tokenspec.core.interrupts import INTERRUPTS
         from tokenspec.suite.fixtures import decide_capabilities
 
         INTERRUPTS.arm()  # the suite's modules are loaded: a signal from now on stops the run
         config.stash[_CAPABILITIES] = decide_capabilities(config)
         _watch_servers(config)
     elif hasattr(config, "workerinput"):
-        from tokenspec.interrupts import INTERRUPTS
+        from tokenspec.core.interrupts import INTERRUPTS
 
         # A worker's one forwarded SIGINT can land in hypothesis's gc callback and be swallowed: the worker then runs
         # on until xdist's 10 s teardown kills it. It insists as the controller does, until pytest takes the interrupt.
@@ -153,7 +131,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _watch_servers(config: pytest.Config) -> None:
-    """From the first test on, a server that stops answering is lost for the run (tokenspec/liveness.py); the
+    """From the first test on, a server that stops answering is lost for the run (tokenspec/core/liveness.py); the
     folder where the run's processes share their losses is handed to the xdist workers in the environment.
     Each server is asked once now: one that died while it was probed is lost before any test."""
     import tempfile
@@ -292,7 +270,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """The requirement gate, before any fixture is set up (a session fixture that needs a fact of an unhosted
     route must never turn a not-tested test into an error): a test whose requirements need a feature the run does
     not offer, or whose requirements all live on routes no URL of the run hosts, is not run."""
-    from tokenspec.transport import RETRIES
+    from tokenspec.core.transport import RETRIES
 
     item.stash[_RETRIES_BEFORE] = RETRIES.count
     LIVENESS.current = item.nodeid
@@ -443,7 +421,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             f"failure {i + 1} of {len(group.exceptions)}: {type(e).__name__}: {str(e)[:1500]}"
             for i, e in enumerate(group.exceptions))))
     if report.when == "call":
-        from tokenspec.transport import RETRIES
+        from tokenspec.core.transport import RETRIES
 
         if retried := RETRIES.count - item.stash.get(_RETRIES_BEFORE, RETRIES.count):
             report.user_properties.append(("retries", str(retried)))
@@ -461,7 +439,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         named = [i for i in _REQ_ID.findall(_message_of(report)) if i in ids]
         report.user_properties.append(("failed_requirements", ",".join(dict.fromkeys(named or ids))))
         clients = [c for c in item.stash.get(LAST_REQUEST, []) if c.last_request is not None]
-        server = item.stash.get(_SERVER, None)
+        server = item.stash.get(SERVER, None)
         if clients:
             last_client = max(clients, key=lambda c: c.last_request.seq)
             server = server or (last_client.role, last_client.base_url)
@@ -500,14 +478,7 @@ def _decode(config: pytest.Config, ids: list[int]) -> str:
 _TARGET_AREAS = frozenset({"RENDER", "DERENDER", "PARITY", "TOKNAT", "UTIL", "PROFILE"})
 
 
-_SERVER = pytest.StashKey[tuple[str, str]]()
 _RETRIES_BEFORE = pytest.StashKey[int]()
-
-
-def note_server(node: pytest.Item, role: str, base_url: str) -> None:
-    """For a test that talks to a server other than through the suite's clients (schemathesis, a raw socket):
-    which server (role, URL) its checks judge, so a failure is charged to it."""
-    node.stash[_SERVER] = (role, base_url)
 
 
 def charged_server(config: pytest.Config, role: str, base_url: str, failed: list[str]) -> str:
@@ -660,9 +631,9 @@ _COUNTER = pytest.StashKey[Counter]()
 
 
 def _start_counter(config: pytest.Config, total: int) -> None:
-    """Live counts on the controller (the one mechanism of tokenspec.progress), written through pytest's
+    """Live counts on the controller (the one mechanism of tokenspec.core.progress), written through pytest's
     terminal so they never land in the middle of a line of dots."""
-    from tokenspec.progress import PREFIX
+    from tokenspec.core.progress import PREFIX
 
     if not _active(config) or hasattr(config, "workerinput") or _COUNTER in config.stash or not total:
         return
@@ -696,7 +667,7 @@ def pytest_collectreport(report: pytest.CollectReport) -> None:
 def pytest_sessionstart(session: pytest.Session) -> None:
     _CONFIG["config"] = session.config
     if _active(session.config) and not hasattr(session.config, "workerinput"):
-        from tokenspec.interrupts import INTERRUPTS
+        from tokenspec.core.interrupts import INTERRUPTS
 
         INTERRUPTS.defer()  # xdist starts its workers next; pytest_runtestloop arms again
 
@@ -704,7 +675,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> None:
     if _active(session.config) and not hasattr(session.config, "workerinput"):
-        from tokenspec.interrupts import INTERRUPTS
+        from tokenspec.core.interrupts import INTERRUPTS
 
         INTERRUPTS.arm()
 
@@ -728,7 +699,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     if not _active(config) or hasattr(config, "workerinput") or _RESULTS not in config.stash:
         return
-    from tokenspec.interrupts import INTERRUPTS
+    from tokenspec.core.interrupts import INTERRUPTS
 
     interrupted = INTERRUPTS.requested or exitstatus == pytest.ExitCode.INTERRUPTED
     if interrupted:
@@ -771,7 +742,7 @@ def _losses(config: pytest.Config) -> tuple[dict[str, str], ...]:
     """The run's lost servers, each named by every role of the run its URL serves; the shared folder goes."""
     import shutil
 
-    from tokenspec.liveness import origin
+    from tokenspec.core.liveness import origin
 
     urls = {role: config.getoption(f"--tokenspec-{role}") for role in ("target", "engine", "reference")}
     out = []
@@ -789,7 +760,7 @@ def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> N
     """pytest has taken the interrupt: what follows (reports, unconfigure) is the run finishing, not to be cut.
     Only the interrupt's last frame is kept: pytest renders the whole traceback with every frame's source to print
     one line of it, which took a second of a job that must stop within seconds."""
-    from tokenspec.interrupts import INTERRUPTS
+    from tokenspec.core.interrupts import INTERRUPTS
 
     INTERRUPTS.finishing()
     excinfo.traceback = excinfo.traceback[-1:]
@@ -801,12 +772,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if _active(config):
         CLOCK.write()
     if _active(config) and hasattr(config, "workerinput"):
-        from tokenspec.interrupts import INTERRUPTS
+        from tokenspec.core.interrupts import INTERRUPTS
 
         INTERRUPTS.uninstall()
     if not _active(config) or hasattr(config, "workerinput") or not (out := config.getoption("--tokenspec-report")):
         return
+    from tokenspec.core.transport import redact_folder
     from tokenspec.suite.fixtures import transport_from_config
-    from tokenspec.transport import redact_folder
 
     redact_folder(Path(out), transport_from_config(config).secrets())

@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from tokenspec.samples import WEATHER_TOOL
+from tokenspec.core.transport import DEFAULT_API_KEY_ENV
 from tokenspec.specs.catalogue import generation_key, read_generations
 from tokenspec.specs.parser_families import (
     REASONING_FAMILIES,
@@ -35,10 +35,10 @@ from tokenspec.specs.parser_families import (
     shapes,
     table_request,
 )
+from tokenspec.specs.samples import WEATHER_TOOL
 from tokenspec.suite.gating import ENABLE, Capabilities
 from tokenspec.suite.profile import Profile
 from tokenspec.suite.target import Codec, CodecUnavailable, Target, model_card
-from tokenspec.transport import DEFAULT_API_KEY_ENV
 
 PROBE_TIMEOUT = 15.0
 PROBE_RETRY_TIMEOUT = 60.0

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokenspec.errors import UsageError, read_user_yaml
+from tokenspec.core.errors import UsageError, read_user_yaml
 from tokenspec.suite.gating import Capabilities, Decision
 
 

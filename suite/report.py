@@ -39,7 +39,7 @@ class RunInfo:
     collected: int = 0
     #: TLS certificates were not verified (--insecure): said in the headline.
     insecure: bool = False
-    #: The servers the run lost (``tokenspec.liveness.Loss`` as dicts, role named by the run's URLs).
+    #: The servers the run lost (``tokenspec.core.liveness.Loss`` as dicts, role named by the run's URLs).
     lost: tuple[dict[str, str], ...] = ()
 
 
@@ -126,7 +126,7 @@ def headline(results: list[TestResult], info: RunInfo | None = None) -> str:
 
 def _inconclusive_headline(results: list[TestResult], info: RunInfo | None, notes: str) -> str:
     """A run that lost a server: which one and when, what it stopped, and what was seen before; no verdict word."""
-    from tokenspec.liveness import Loss
+    from tokenspec.core.liveness import Loss
 
     summary = summarise(results)
     losses = [Loss(**loss) for loss in info.lost] if info is not None else []

@@ -55,7 +55,7 @@ class TestResult:
     request_file: str = ""
     #: The server whose answer broke the test: "target" (the verdict's), "engine" or "reference" (listed apart).
     charged_to: str = "target"
-    #: Requests of this test answered 429/503 and sent again (tokenspec/transport.py); never a verdict.
+    #: Requests of this test answered 429/503 and sent again (tokenspec/core/transport.py); never a verdict.
     retries: int = 0
     #: The role of the server whose loss ended this test (not tested; the run is INCONCLUSIVE); "" otherwise.
     lost: str = ""
@@ -109,7 +109,7 @@ def summarise(results: list[TestResult]) -> Summary:
 
 
 def inconclusive(results: list[TestResult], lost: object = ()) -> bool:
-    """The run lost a server it needs (tokenspec/liveness.py): what it did not ask cannot pass or fail."""
+    """The run lost a server it needs (tokenspec/core/liveness.py): what it did not ask cannot pass or fail."""
     return bool(lost) or any(r.lost for r in results)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from jsonschema.exceptions import ValidationError, best_match
 
-from tokenspec.phases import CLOCK
+from tokenspec.core.phases import CLOCK
 from tokenspec.specs.openapi import response_schema
 
 MAX_PROBLEMS = 5

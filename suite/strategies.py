@@ -13,7 +13,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from tokenspec.samples import WEATHER_TOOL
+from tokenspec.specs.samples import WEATHER_TOOL
 from tokenspec.suite.builders import TOOL
 
 PIECES = st.one_of(

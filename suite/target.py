@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from tokenspec.transport import Transport
+from tokenspec.core.transport import Transport
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ class Codec:
         else nothing (the tests that need them are not tested)."""
         if self._local is not None:
             return {**folder_facts(self._local, self._folder_config), "source": "the model folder"}
-        from tokenspec.golden_cases import golden_of_fingerprint
+        from tokenspec.golden import golden_of_fingerprint
 
         version = model_card(self.target.url, self.target.transport, model=self.target.model).get("tokenizer_version")
         golden = golden_of_fingerprint(str(version or ""))

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 from tokenspec.suite.builders import ENDPOINT_ROUTES, valid_body
+from tokenspec.suite.checks import LAST_REQUEST
 from tokenspec.suite.client import SuiteClient
 from tokenspec.suite.gating import not_tested
-from tokenspec.suite.plugin import LAST_REQUEST
 from tokenspec.suite.schemas import validate_response
 
 #: What a refused request carries in place of the run's key.

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tokenspec.core.transport import retry_wait
 from tokenspec.suite.builders import (
     ENDPOINT_ROUTES,
     chat_derender,
@@ -20,9 +21,8 @@ from tokenspec.suite.builders import (
     generate_response,
     valid_body,
 )
+from tokenspec.suite.checks import note_server
 from tokenspec.suite.gating import not_tested
-from tokenspec.suite.plugin import note_server
-from tokenspec.transport import retry_wait
 
 #: Per endpoint: a required field and a wrongly typed value for it.
 _WRONG_FIELD: dict[str, tuple[str, Any]] = {

@@ -21,12 +21,12 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from jsonschema.exceptions import best_match
 
+from tokenspec.core.transport import EXHAUSTED
 from tokenspec.specs.openapi import SPEC_DIR, load_document
+from tokenspec.suite.checks import note_server
 from tokenspec.suite.client import RecordedRequest, check_schema
 from tokenspec.suite.gating import GET_ROLES, not_tested
-from tokenspec.suite.plugin import note_server
 from tokenspec.suite.schemas import SchemaViolation
-from tokenspec.transport import EXHAUSTED
 
 DOCUMENTS = ("render.yaml", "derender.yaml", "generate.yaml", "utilities.yaml")
 MAX_REPORTED = 5

@@ -25,7 +25,7 @@ from tokenspec.suite.gating import not_tested
 def _cases(config: pytest.Config) -> list:
     """The golden file of the model folder's fingerprint; without a folder, of the fingerprint the target itself
     reports as its ``tokenizer_version`` (a claim its render and derender answers then have to bear out)."""
-    from tokenspec.golden_cases import find_golden, golden_of_fingerprint
+    from tokenspec.golden import find_golden, golden_of_fingerprint
     from tokenspec.suite.fixtures import transport_from_config
     from tokenspec.suite.target import model_card
 

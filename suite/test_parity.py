@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tokenspec.compare import assemble_chat_stream, compare_chat, compare_completions, compare_logprobs
+from tokenspec.core.compare import assemble_chat_stream, compare_chat, compare_completions, compare_logprobs
 from tokenspec.specs.parser_families import keeps_special_tokens
 from tokenspec.suite import strategies
 from tokenspec.suite.builders import TOOL

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
-from tokenspec import phases
+from tokenspec import benchmarks
+from tokenspec.benchmarks import gateway, payloads, statistics, suite, token_loop
 from tokenspec.cli import build_parser
-from tokenspec.errors import UsageError
-from tokenspec.harness import benchmarks
-from tokenspec.harness.benchmarks import gateway, payloads, statistics, suite, token_loop
+from tokenspec.core import phases
+from tokenspec.core.errors import UsageError
 from tokenspec.harness.implementations import Deployment
 from tokenspec.harness.models.tiny import BuildResult
 
@@ -190,7 +190,7 @@ def test_bench_target_measures_a_key_protected_target_against_the_bundled_fronte
     from broken_server import frontend_config
     from frontend_server import running_frontend
 
-    from tokenspec.harness.benchmarks import target as target_bench
+    from tokenspec.benchmarks import target as target_bench
     from tokenspec.harness.frontend.auth import digest
 
     key = "bench-target-secret-key"
@@ -216,7 +216,7 @@ def test_bench_target_without_the_key_is_a_one_line_error(tiny_model: BuildResul
     from broken_server import frontend_config
     from frontend_server import running_frontend
 
-    from tokenspec.harness.benchmarks import target as target_bench
+    from tokenspec.benchmarks import target as target_bench
     from tokenspec.harness.frontend.auth import digest
 
     monkeypatch.delenv("TOKENSPEC_API_KEY", raising=False)
@@ -275,7 +275,7 @@ _CLOSING_SEEN: set[int] = set()
 def test_the_timing_client_reconnects_when_a_server_closes_each_connection() -> None:
     """A server may close a keep-alive connection after answering: both timing clients open a new one (its cost
     counted) instead of failing or reading a closed socket."""
-    from tokenspec.harness.benchmarks.clients import TimedConnection, interleaved_throughput
+    from tokenspec.benchmarks.clients import TimedConnection, interleaved_throughput
     from tokenspec.harness.loopback import running_app
 
     with running_app(_closing_app, health=None) as url:
@@ -294,9 +294,9 @@ def test_the_render_floor_server_renders_the_frontends_prompt_and_takes_its_turn
     from broken_server import frontend_config
     from frontend_server import running_frontend
 
-    from tokenspec.harness.benchmarks.clients import TimedConnection
-    from tokenspec.harness.benchmarks.floor_server import floor_process
-    from tokenspec.harness.benchmarks.frontend import FLOOR_SERVER, measure_pair
+    from tokenspec.benchmarks.clients import TimedConnection
+    from tokenspec.benchmarks.floor_server import floor_process
+    from tokenspec.benchmarks.frontend import FLOOR_SERVER, measure_pair
 
     floor = floor_process(tiny_model.model_dir)
     tokenizer = Tokenizer.from_file(str(tiny_model.model_dir / "tokenizer.json"))

@@ -23,7 +23,7 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 from tokenizers import Tokenizer
 
-from tokenspec.fingerprint import tokenizer_fingerprint
+from tokenspec.core.fingerprint import tokenizer_fingerprint
 from tokenspec.harness.frontend import FrontendConfig, create_app
 from tokenspec.suite.render_oracle import RenderOracle
 
@@ -418,7 +418,7 @@ def test_text_filter_lets_other_prompts_through(filtered, tok, version) -> None:
 
 @pytest.mark.parametrize("spec", ["no-such-filter", "json:no_such_attribute", "no_such_module_xyz:f", "json:__doc__"])
 def test_a_text_filter_that_cannot_load_stops_start_up(model_dir, spec) -> None:
-    from tokenspec.errors import UsageError
+    from tokenspec.core.errors import UsageError
 
     with pytest.raises(UsageError, match="--text-filter"):
         FrontendConfig(model_dir, MODEL, text_filter=spec)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tokenspec.golden_cases import GOLDEN_DIR, build_golden, find_golden
-from tokenspec.golden_corpus import DIALECT_CASES
+from tokenspec.campaigns.golden_build import build_golden
+from tokenspec.campaigns.golden_corpus import DIALECT_CASES
+from tokenspec.golden import GOLDEN_DIR, find_golden
 from tokenspec.suite.dialects import messages_as_chat, responses_as_chat
 
 

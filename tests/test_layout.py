@@ -1,34 +1,69 @@
-"""The project's layout rules, checked on the source: nothing in ``harness/`` imports the CLI.
+"""The project's layers, checked on the source of every module (function-level and type-only imports included).
 
-The CLI sits on top (it parses flags and calls into the harness); a harness module that imports it turns the
-dependency around. What the harness needs from the CLI it runs as a child process
-(``python -m tokenspec ...``), as ``tokenspec bench suite`` does.
+pyproject.toml declares which folder installs as which ``tokenspec.*`` package; the layers stand on each other:
+
+- core (``tokenspec/core``, and the package's own ``__init__``) imports nothing of the others;
+- specs (``specs/``, ``golden/``: the spec and its golden answers, with their readers) only core;
+- suite (``suite/``) only core and specs; harness (``harness/``: the reference servers) only core and specs;
+- the application (the CLI, its commands, the runner, ``tokenspec/campaigns``, ``benchmarks/``) on top.
+
+No module imports another in a circle, and only ``tokenspec.__main__`` imports the CLI (what lies below runs it as
+a child process). Importing a module of one's own package implies its ``__init__``; that implied step is not an
+arrow.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
+import tomllib
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-CLI = "tokenspec.cli"
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+
+#: Each layer and the layers it may import.
+ALLOWED = {
+    "core": {"core"},
+    "specs": {"core", "specs"},
+    "suite": {"core", "specs", "suite"},
+    "harness": {"core", "specs", "harness"},
+    "application": {"core", "specs", "suite", "harness", "application"},
+}
 
 
-def module_name(path: Path) -> str:
-    """The import name of a file under harness/ (installed as ``tokenspec.harness``)."""
-    parts = list(path.relative_to(ROOT / "harness").with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(["tokenspec", "harness", *parts])
+def layer(module: str) -> str:
+    parts = module.split(".")
+    if module == "tokenspec" or parts[1] == "core":
+        return "core"
+    if parts[1] in ("specs", "golden"):
+        return "specs"
+    if parts[1] in ("suite", "harness"):
+        return parts[1]
+    return "application"
 
 
-def cli_imports(source: str, module: str, is_package: bool = False) -> list[int]:
-    """Line numbers of the imports of ``tokenspec.cli`` in ``source`` (a module named ``module``), in any form:
-    ``import tokenspec.cli``, ``from tokenspec.cli import x``, ``from tokenspec import cli`` and relative ones."""
+def modules() -> dict[str, Path]:
+    """Every module of the package, by import name, from pyproject's folder -> package mapping."""
+    found = {}
+    for package, folder in PYPROJECT["package-dir"].items():
+        base = ROOT / folder
+        for path in base.rglob("*.py"):
+            parts = list(path.relative_to(base).with_suffix("").parts)
+            if "__init__" in parts[:-1] or any(p.startswith(".") or p == "build" for p in parts):
+                continue
+            found[".".join([package, *(parts[:-1] if parts[-1] == "__init__" else parts)])] = path
+    return found
+
+
+def imports_of(source: str, module: str, known: set[str], is_package: bool = False) -> dict[str, int]:
+    """The modules of ``known`` that ``source`` (the module ``module``) imports, with a line of each, at any
+    depth: ``import a.b``, ``from a import b`` (b a module, else a), relative imports. An ancestor package of
+    ``module`` is implied by being in it, not an arrow."""
     package = module if is_package else module.rpartition(".")[0]
-    lines = []
+    found: dict[str, int] = {}
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
@@ -37,59 +72,44 @@ def cli_imports(source: str, module: str, is_package: bool = False) -> list[int]
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                 base = ".".join([*anchor, *([node.module] if node.module else [])])
-            names = [base] + [f"{base}.{alias.name}" for alias in node.names]
+            names = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
         else:
             continue
-        if any(name == CLI or name.startswith(CLI + ".") for name in names):
-            lines.append(node.lineno)
-    return lines
+        for name in names:
+            while name and name not in known:
+                name = name.rpartition(".")[0]
+            if name and name != module and not module.startswith(name + "."):
+                found.setdefault(name, node.lineno)
+    return found
 
 
-@pytest.mark.parametrize("source", [
-    "import tokenspec.cli",
-    "import tokenspec.cli as c",
-    "from tokenspec.cli import build_parser",
-    "from tokenspec import cli",
-    "from tokenspec import errors, cli",
-    "def f():\n    from tokenspec.cli import main",
-    "from ...cli import main",  # relative, from tokenspec.harness.benchmarks.x
-    "from ... import cli",
-])
-def test_the_checker_sees_every_form_of_importing_the_cli(source: str) -> None:
-    assert cli_imports(source, "tokenspec.harness.benchmarks.x")
+def import_graph(sources: dict[str, tuple[str, bool]]) -> dict[str, dict[str, int]]:
+    """module -> {imported module: line}, for ``sources`` (module -> (source, is a package's __init__))."""
+    known = set(sources)
+    return {name: imports_of(source, name, known, is_package) for name, (source, is_package) in sources.items()}
 
 
-@pytest.mark.parametrize("source", [
-    "import tokenspec.client", "from tokenspec import cli_helpers", "from tokenspec.runner import run_from_args",
-    "from tokenspec.harness import cli", "from .. import cli",  # tokenspec.harness.cli is not the CLI
-])
-def test_the_checker_leaves_other_imports_alone(source: str) -> None:
-    assert not cli_imports(source, "tokenspec.harness.benchmarks.x")
+@functools.cache
+def sources() -> dict[str, tuple[str, bool]]:
+    return {name: (path.read_text(), path.name == "__init__.py") for name, path in modules().items()}
 
 
-def test_nothing_in_harness_imports_the_cli() -> None:
-    files = sorted((ROOT / "harness").rglob("*.py"))
-    assert len(files) > 10
-    offenders = [f"{path.relative_to(ROOT)}:{line}"
-                 for path in files
-                 for line in cli_imports(path.read_text(), module_name(path), path.name == "__init__.py")]
-    assert not offenders, f"harness/ must not import tokenspec.cli (run it as a child process): {offenders}"
+@functools.cache
+def the_graph() -> dict[str, dict[str, int]]:
+    return import_graph(sources())
 
 
-def imported_modules(source: str) -> set[str]:
-    """Every ``tokenspec.*`` module ``source`` imports, at any depth (function-level imports included)."""
-    out: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            out |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            out |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
-    return {name for name in out if name.startswith("tokenspec.")}
+def back_imports(graph: dict[str, dict[str, int]]) -> list[str]:
+    """Every import that goes against the layers, as ``module:line -> imported (layer -> layer)``."""
+    return [f"{name}:{line} -> {dep} ({layer(name)} -> {layer(dep)})"
+            for name, deps in sorted(graph.items()) for dep, line in sorted(deps.items())
+            if layer(dep) not in ALLOWED[layer(name)]]
 
 
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+def cycles(graph: dict[str, dict[str, int]] | dict[str, set[str]]) -> list[list[str]]:
     """The import circles of ``graph`` (module -> the modules it imports), each as a path back to its start."""
-    found, done = [], set()
+    found: list[list[str]] = []
+    done: set[str] = set()
 
     def visit(node: str, path: list[str]) -> None:
         if node in path:
@@ -106,17 +126,71 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def test_every_package_folder_is_declared() -> None:
+    """A folder with an ``__init__.py`` under a mapped root that pyproject's ``packages`` does not list would be
+    missing from the wheel (and a listed one without a folder breaks the build)."""
+    declared = set(PYPROJECT["packages"])
+    on_disk = {name for name, path in modules().items() if path.name == "__init__.py"} | {"tokenspec.reports"}
+    assert declared == on_disk, {"not declared": sorted(on_disk - declared), "no folder": sorted(declared - on_disk)}
+
+
+def test_the_graph_holds_every_layer() -> None:
+    graph = the_graph()
+    assert len(graph) > 140
+    assert {layer(name) for name in graph} == set(ALLOWED)
+    assert "tokenspec.suite.client" in graph["tokenspec.suite.fixtures"]  # a module-level import
+    assert "tokenspec.suite.fixtures" in graph["tokenspec.suite.plugin"]  # a function-level one
+
+
+@pytest.mark.parametrize("source", [
+    "import tokenspec.suite.client",
+    "from tokenspec.suite import client",
+    "from tokenspec.suite.client import SuiteClient",
+    "def f():\n    from tokenspec.harness.processes import stop",
+    "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from tokenspec.runner import run",
+])
+def test_a_planted_back_import_is_seen(source: str) -> None:
+    """The checker broken on purpose: core's transport importing the suite, the harness or the application."""
+    planted = dict(sources())
+    planted["tokenspec.core.transport"] = (planted["tokenspec.core.transport"][0] + "\n" + source + "\n", False)
+    assert back_imports(import_graph(planted)) and not back_imports(the_graph())
+
+
+def test_a_planted_loop_is_seen() -> None:
+    """The checker broken on purpose: the suite's check record importing the plugin that imports it."""
+    planted = dict(sources())
+    planted["tokenspec.suite.checks"] = (planted["tokenspec.suite.checks"][0]
+                                         + "\ndef f():\n    from tokenspec.suite.plugin import SUITE_DIR\n", False)
+    assert cycles(import_graph(planted)) and not cycles(the_graph())
+
+
+def test_relative_and_package_imports_resolve() -> None:
+    known = {"tokenspec.harness.frontend", "tokenspec.harness.frontend.app", "tokenspec.harness.frontend.gateway",
+             "tokenspec.core.errors", "tokenspec.core"}
+    assert imports_of("from .gateway import Gateway", "tokenspec.harness.frontend.app", known) == {
+        "tokenspec.harness.frontend.gateway": 1}
+    assert imports_of("from tokenspec.harness.frontend import gateway", "tokenspec.harness.frontend.app", known) == {
+        "tokenspec.harness.frontend.gateway": 1}
+    assert imports_of("from ...core import errors", "tokenspec.harness.frontend.app", known) == {
+        "tokenspec.core.errors": 1}
+    assert imports_of("from tokenspec.harness.frontend import FrontendConfig", "tokenspec.harness.frontend.app",
+                      known) == {}  # its own package: implied
+
+
+def test_no_module_imports_against_the_layers() -> None:
+    assert not back_imports(the_graph()), "\n".join(back_imports(the_graph()))
+
+
+def test_no_import_circle() -> None:
+    assert not cycles(the_graph()), cycles(the_graph())
+
+
 def test_the_cycle_finder_sees_a_circle() -> None:
     assert cycles({"a": {"b"}, "b": {"a"}}) and not cycles({"a": {"b"}, "b": set()})
 
 
-def test_the_core_modules_import_no_circle() -> None:
-    """tokenspec/*.py and the command modules (the CLI, the runner, the configuration, the golden builders ...)
-    form no import circle: the CLI is on top, nothing below builds a command line to parse it again."""
-    modules = {f"tokenspec.{path.stem}": path for path in (ROOT / "tokenspec").glob("*.py") if path.stem != "__init__"}
-    modules |= {f"tokenspec.commands.{path.stem}": path for path in (ROOT / "tokenspec" / "commands").glob("*.py")
-                if path.stem != "__init__"}
-    graph = {name: {m for m in imported_modules(path.read_text()) if m in modules and m != name}
-             for name, path in modules.items()}
-    assert not cycles(graph), cycles(graph)
-    assert [name for name, deps in graph.items() if "tokenspec.cli" in deps] == ["tokenspec.__main__"]
+def test_only_the_entry_point_imports_the_cli() -> None:
+    """The CLI is on top: nothing else builds a command line to parse it again (child runs are built from a
+    RunConfig, and whatever needs the CLI runs it as a child process)."""
+    importers = sorted(name for name, deps in the_graph().items() if "tokenspec.cli" in deps)
+    assert importers == ["tokenspec.__main__"]

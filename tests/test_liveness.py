@@ -19,13 +19,13 @@ import httpx
 import pytest
 from frontend_server import running_frontend
 
+from tokenspec.core.liveness import LIVENESS, ServerLost
+from tokenspec.core.transport import Transport
 from tokenspec.harness.frontend import FrontendConfig
 from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
 from tokenspec.harness.processes import free_port
-from tokenspec.liveness import LIVENESS, ServerLost
 from tokenspec.suite.report import RunInfo, headline
 from tokenspec.suite.results import EXIT_INCONCLUSIVE, TestResult, exit_code
-from tokenspec.transport import Transport
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Seconds after the run starts at which its target is killed: in the probe's wake, early and late in the tests.

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from tokenspec.campaigns.matrix import CellRun, build_page, requirement_states
 from tokenspec.cli import main
-from tokenspec.errors import UsageError
-from tokenspec.matrix import CellRun, build_page, requirement_states
+from tokenspec.core.errors import UsageError
 from tokenspec.run_diff import diff_runs, load_run
 from tokenspec.suite.report import RunInfo, report_dict, write_reports
 from tokenspec.suite.results import TestResult

@@ -86,8 +86,8 @@ def test_a_cell_whose_speed_cannot_be_measured_says_why(tiny_model, tmp_path: Pa
     """A target the benchmark cannot reach leaves the cell's verdict alone and records the one-line reason."""
     import socket
 
+    from tokenspec.campaigns.matrix import _speed, _speed_text
     from tokenspec.harness.implementations import Configuration
-    from tokenspec.matrix import _speed, _speed_text
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -99,7 +99,7 @@ def test_a_cell_whose_speed_cannot_be_measured_says_why(tiny_model, tmp_path: Pa
 
 
 def test_the_release_table_names_the_first_release_from_which_a_requirement_passes() -> None:
-    from tokenspec.matrix import CellRun, release_table
+    from tokenspec.campaigns.matrix import CellRun, release_table
     from tokenspec.specs.catalogue import load_catalogue
 
     def cell(version: str, family: str) -> CellRun:

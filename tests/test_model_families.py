@@ -24,7 +24,7 @@ from conftest import FamilyModels
 from tokenizers import Tokenizer
 
 from tokenspec import cli
-from tokenspec.errors import UsageError
+from tokenspec.core.errors import UsageError
 from tokenspec.harness.implementations import vllm
 from tokenspec.harness.models import FAMILIES, FAMILY_NAMES, build, family, sources
 from tokenspec.harness.models import tiny as tinymodel

@@ -18,9 +18,9 @@ import pytest
 from broken_server import frontend_config
 from frontend_server import running_frontend
 
+from tokenspec.campaigns.mutants import Options, run_campaign
 from tokenspec.harness.loopback import running_app
 from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
-from tokenspec.harness.mutants.campaign import Options, run_campaign
 from tokenspec.harness.mutants.defects import CATALOGUE, DEFECTS, Defect
 from tokenspec.harness.mutants.proxy import MutantProxy
 from tokenspec.specs.catalogue import load_catalogue

@@ -68,16 +68,16 @@ def test_a_difference_is_counted_and_shown_side_by_side(tmp_path: Path, capsys) 
 
 
 def _traffic(outcomes: list) -> dict:
-    from tokenspec.traffic import to_report
+    from tokenspec.campaigns.traffic import to_report
 
     return to_report(outcomes, [], {"target": "http://t", "engine": "http://e", "reference": "http://r"}, "m")
 
 
 def test_the_report_s_sentences_are_right_for_0_1_and_many() -> None:
     """Singular and plural, no empty list after a colon, errors apart from disagreements, whatever the count."""
-    from tokenspec.parity import to_html, to_json, verdict
-    from tokenspec.traffic import Outcome
-    from tokenspec.traffic import Request as Line
+    from tokenspec.campaigns.parity import to_html, to_json, verdict
+    from tokenspec.campaigns.traffic import Outcome
+    from tokenspec.campaigns.traffic import Request as Line
 
     def outcome(n: int, mode: str = "", error: str = "", agree: bool = True) -> Outcome:
         fields = {"content": (agree, "x", "x" if agree else "y")} if mode else {}
@@ -147,9 +147,9 @@ def test_a_key_the_servers_echo_never_reaches_the_parity_report(tmp_path: Path, 
     with running_app(canned_server("same")) as a, running_app(echoing, health=None) as b:
         for name in ("redacted", "leaky"):
             if name == "leaky":
-                import tokenspec.transport
+                import tokenspec.core.transport
 
-                monkeypatch.setattr(tokenspec.transport, "redact", lambda text, secrets: text)
+                monkeypatch.setattr(tokenspec.core.transport, "redact", lambda text, secrets: text)
             assert main(["parity", "--a", a, "--b", b, "--cases", "3", "--report", str(tmp_path / name)]) == 1
             out[name] = capsys.readouterr().out
     redacted = (tmp_path / "redacted" / "parity.json").read_text()
@@ -162,7 +162,7 @@ def test_a_key_the_servers_echo_never_reaches_the_parity_report(tmp_path: Path, 
 
 
 def test_a_batch_file_s_bad_lines_are_named_by_number_and_skipped(tmp_path: Path) -> None:
-    from tokenspec.traffic import load_requests
+    from tokenspec.campaigns.traffic import load_requests
 
     good = {"custom_id": "a", "method": "POST", "url": "/v1/chat/completions",
             "body": {"messages": [{"role": "user", "content": "Hi"}]}}

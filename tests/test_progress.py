@@ -1,10 +1,10 @@
-"""Long steps say what they do and how long it took; a test run shows live counts (tokenspec.progress)."""
+"""Long steps say what they do and how long it took; a test run shows live counts (tokenspec.core.progress)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tokenspec import progress
+from tokenspec.core import progress
 
 
 def test_a_step_announces_itself_then_its_time(capsys) -> None:

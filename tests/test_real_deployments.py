@@ -100,7 +100,7 @@ def _assert_no_secret(folder: Path, output: str) -> None:
 
 
 #: A run with redaction taken out: the same CLI, with the two redaction steps replaced by the identity.
-WITHOUT_REDACTION = ("import sys, tokenspec.runner as r, tokenspec.transport as t;"
+WITHOUT_REDACTION = ("import sys, tokenspec.runner as r, tokenspec.core.transport as t;"
                      " t.redact_folder = lambda *a: None; r.redact = lambda text, secrets: text;"
                      " from tokenspec.cli import main; sys.argv[0] = 'tokenspec'; raise SystemExit(main(sys.argv[1:]))")
 

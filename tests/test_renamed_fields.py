@@ -7,8 +7,8 @@ from __future__ import annotations
 from broken_server import frontend_config
 from frontend_server import running_frontend
 
+from tokenspec.campaigns.mutants import Options, run_campaign
 from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
-from tokenspec.harness.mutants.campaign import Options, run_campaign
 from tokenspec.harness.mutants.defects import DEFECTS
 
 RENAMES = ["stream-state-window-renamed", "stream-derender-state-key-renamed"]

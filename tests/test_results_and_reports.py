@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenspec.errors import UsageError
+from tokenspec.core.errors import UsageError
 from tokenspec.suite.expectations import Expectation, causes, find, load_expectations_file, unexplained
 from tokenspec.suite.report import RunInfo, headline, write_reports
 from tokenspec.suite.results import TestResult, exit_code, summarise

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tokenspec.cli import build_parser, main
-from tokenspec.errors import UsageError
-from tokenspec.target import normalise_url
+from tokenspec.core.errors import UsageError
+from tokenspec.core.target import normalise_url
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -209,7 +209,7 @@ def test_serve_frontend_announces_itself_and_logs_refusals_in_one_line(tiny_mode
 
 
 def test_the_replay_command_names_everything_that_decides_the_verdict(tmp_path: Path, monkeypatch) -> None:
-    from tokenspec.config import RunConfig
+    from tokenspec.core.config import RunConfig
     from tokenspec.runner import pytest_args
 
     monkeypatch.setenv("REF_KEY", "sk-reference-secret")

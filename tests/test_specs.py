@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tokenspec.errors import UsageError
+from tokenspec.core.errors import UsageError
 from tokenspec.specs import catalogue, openapi
 from tokenspec.specs.drift import drift
 from tokenspec.specs.lint import lint

@@ -19,7 +19,7 @@ import jinja2.sandbox
 import pytest
 from tokenizers import Tokenizer
 
-from tokenspec.errors import UsageError
+from tokenspec.core.errors import UsageError
 from tokenspec.harness.models import tiny as tinymodel
 
 

@@ -1,4 +1,4 @@
-"""The one transport (tokenspec/transport.py): flags, secrets, retries, limits."""
+"""The one transport (tokenspec/core/transport.py): flags, secrets, retries, limits."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from tokenspec.errors import UsageError
-from tokenspec.transport import EXHAUSTED, RETRIES, Transport, redact, retry_wait
+from tokenspec.core.errors import UsageError
+from tokenspec.core.transport import EXHAUSTED, RETRIES, Transport, redact, retry_wait
 
 
 def _ok() -> Starlette:

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from tokenspec.campaigns.matrix import implementations_and_families
 from tokenspec.commands.matrix import _names
 from tokenspec.harness.implementations import IMPLEMENTATIONS, Configuration, implementation, vllm_triton_launcher
 from tokenspec.harness.implementations.vllm_release import CPU_TORCH, VllmRelease, render_requirements
 from tokenspec.harness.processes import LaunchError, PipStep
-from tokenspec.matrix import implementations_and_families
 
 CONFIG = Configuration(Path("/models/tiny"), "tokenspec-tiny", "tiny", "hermes", "qwen3")
 

@@ -1,5 +1,5 @@
-"""The C loader the project reads YAML with (``tokenspec/yaml_files.py``) builds the same data as PyYAML's pure-Python
-safe loader from every YAML file in the repository, type for type, and refuses what it refuses."""
+"""The C loader the project reads YAML with (``tokenspec/core/yaml_files.py``) builds the same data as PyYAML's
+pure-Python safe loader from every YAML file in the repository, type for type, and refuses what it refuses."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tokenspec.yaml_files import load_yaml
+from tokenspec.core.yaml_files import load_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 FILES = sorted(p for p in ROOT.rglob("*.yaml") if not {".venv", "out", ".git"} & set(p.relative_to(ROOT).parts))

@@ -2,7 +2,7 @@
 
 import sys
 
-from tokenspec.interrupts import INTERRUPTS
+from tokenspec.core.interrupts import INTERRUPTS
 
 INTERRUPTS.install()  # before the CLI's imports: a signal during them is deferred, then a clean interrupted exit
 

@@ -1,7 +1,7 @@
 """The ``tokenspec`` command: one entry point, one module per subcommand (``tokenspec/commands/``).
 
 User mistakes surface as ``UsageError``: one line on stderr, exit code 2. SIGINT and SIGTERM end any
-subcommand with 130 / 143 (``tokenspec/interrupts.py``).
+subcommand with 130 / 143 (``tokenspec/core/interrupts.py``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from tokenspec.commands.parsing import (
     HelpFormatter,
     Parser,
 )
-from tokenspec.errors import UsageError, one_line
+from tokenspec.core.errors import UsageError, one_line
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -46,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Handler = args.handler
-    from tokenspec.interrupts import INTERRUPTS
+    from tokenspec.core.interrupts import INTERRUPTS
 
     INTERRUPTS.install()
     try:

@@ -13,11 +13,11 @@ import os
 import secrets
 from pathlib import Path
 
-from tokenspec.config import RunConfig
+from tokenspec.core.config import RunConfig
+from tokenspec.core.transport import Transport
 from tokenspec.harness.implementations.reference import PROFILE, ReferenceServer, default_model
 from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
 from tokenspec.runner import run
-from tokenspec.transport import Transport
 
 #: The environment variable holding the key the embedded reference server is started with (a fresh one per run).
 EMBEDDED_KEY_ENV = "TOKENSPEC_EMBEDDED_API_KEY"

@@ -4,7 +4,7 @@ Typical use is two versions of one implementation on the same configuration: whi
 regressed, which still fail but for another reason (a different requirement broke, or a different first
 line of the message), and what one run judged that the other could not. Tests are matched by node id;
 outcomes fold into four states (pass, fail, known failure, not judged). Field-by-field comparison of two
-responses is another concept and lives in ``tokenspec.compare``.
+responses is another concept and lives in ``tokenspec.core.compare``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokenspec.errors import UsageError
+from tokenspec.core.errors import UsageError
 
 _STATE = {"passed": "pass", "failed": "fail", "error": "fail", "xpassed": "fail", "xfailed": "known",
           "unsupported": "not judged", "not_tested": "not judged"}

@@ -19,13 +19,13 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-import pytest  # imported with the runner, while interrupts are still held (tokenspec/interrupts.py)
+import pytest  # imported with the runner, while interrupts are still held (tokenspec/core/interrupts.py)
 
-from tokenspec.config import RunConfig
-from tokenspec.errors import UsageError, writable_folder
-from tokenspec.interrupts import INTERRUPTS
-from tokenspec.target import check_access, check_model_served, check_reachable, served_model
-from tokenspec.transport import Transport, redact, redact_folder
+from tokenspec.core.config import RunConfig
+from tokenspec.core.errors import UsageError, writable_folder
+from tokenspec.core.interrupts import INTERRUPTS
+from tokenspec.core.target import check_access, check_model_served, check_reachable, served_model
+from tokenspec.core.transport import Transport, redact, redact_folder
 
 
 def pytest_args(config: RunConfig, report_dir: Path, seed: int) -> list[str]:

@@ -27,7 +27,7 @@ def digests_from_env(name: str) -> tuple[bytes, ...]:
     """The digests of the keys in environment variable ``name`` (comma-separated, as vLLM's VLLM_API_KEY)."""
     import os
 
-    from tokenspec.errors import UsageError
+    from tokenspec.core.errors import UsageError
 
     keys = [k.strip() for k in os.environ.get(name, "").split(",") if k.strip()]
     if not keys:

@@ -33,7 +33,7 @@ class FrontendConfig:
     api_key_digests: tuple[bytes, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
-        from tokenspec.errors import UsageError
+        from tokenspec.core.errors import UsageError
         from tokenspec.harness.frontend.parsers import REASONING_PARSERS, TOOL_PARSERS
 
         for kind, name, known in (("tool", self.tool_parser, TOOL_PARSERS), ("reasoning", self.reasoning_parser,

@@ -37,7 +37,7 @@ from tokenspec.harness.frontend.responses import JSONResponse
 from tokenspec.specs.openapi import load_document
 
 if TYPE_CHECKING:
-    from tokenspec.harness.frontend.app import Frontend
+    from tokenspec.harness.frontend.handlers import Frontend
 
 GENERATE = "/inference/v1/generate"
 ABORT = "/inference/v1/abort_requests"

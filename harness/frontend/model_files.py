@@ -15,7 +15,7 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from tokenspec.errors import UsageError
+from tokenspec.core.errors import UsageError
 
 _NAMED_SPECIAL = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 # generation_config.json keys that become sampling defaults, with vLLM's SamplingParams names.

@@ -38,7 +38,7 @@ BUILTIN_FILTERS: dict[str, TextFilter] = {DEFAULT_FILTER: pass_through}
 
 def load_text_filter(spec: str) -> TextFilter:
     """The filter named by ``spec`` (a built-in name or ``module:attribute``); UsageError when it cannot load."""
-    from tokenspec.errors import UsageError
+    from tokenspec.core.errors import UsageError
 
     if spec in BUILTIN_FILTERS:
         return BUILTIN_FILTERS[spec]

@@ -37,13 +37,13 @@ MISMATCH_TYPE = "tokenizer_version_mismatch"
 
 
 def server_tokenizer_version(model_dir: Path) -> str:
-    """The tokenizer fingerprint (``tokenspec.fingerprint``), the server's ``tokenizer_version``.
+    """The tokenizer fingerprint (``tokenspec.core.fingerprint``), the server's ``tokenizer_version``.
 
     A folder without tokenizer_config.json (which the frontend tolerates) is fingerprinted with an empty
     configuration, so every servable folder has a version.
     """
-    from tokenspec.errors import UsageError
-    from tokenspec.fingerprint import fingerprint_of, tokenizer_fingerprint
+    from tokenspec.core.errors import UsageError
+    from tokenspec.core.fingerprint import fingerprint_of, tokenizer_fingerprint
 
     try:
         return tokenizer_fingerprint(model_dir)

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tokenspec import __version__
+from tokenspec.core.progress import step
 from tokenspec.harness.implementations import vllm
 from tokenspec.harness.implementations.base import REPORTS_DIR, Configuration, Deployment, started
 from tokenspec.harness.implementations.vllm import Vllm
 from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME, build
 from tokenspec.harness.processes import ServerProcess
-from tokenspec.progress import step
 
 TOOL_PARSER = "hermes"
 REASONING_PARSER = "qwen3"
@@ -138,7 +138,7 @@ def reference_profile(tool_parser: str | None, reasoning_parser: str | None) -> 
         return PROFILE
     import yaml
 
-    from tokenspec.yaml_files import load_yaml
+    from tokenspec.core.yaml_files import load_yaml
 
     profile = load_yaml(PROFILE.read_text(encoding="utf-8"))
     profile["parsers"] = {"reasoning": reasoning or "none", "tool": tool or "none"}

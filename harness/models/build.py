@@ -30,13 +30,13 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import save_file
 
-from tokenspec.errors import UsageError
-from tokenspec.fingerprint import fingerprint_of
-from tokenspec.fingerprint import sha256 as _sha256
+from tokenspec.core.errors import UsageError
+from tokenspec.core.fingerprint import fingerprint_of
+from tokenspec.core.fingerprint import sha256 as _sha256
+from tokenspec.core.progress import step
 from tokenspec.harness.models import sources
 from tokenspec.harness.models import tiny as tinymodel
 from tokenspec.harness.models.families import FAMILY_NAMES, FamilySpec, family
-from tokenspec.progress import step
 
 __all__ = ["FAMILY_FILES", "build", "build_family", "read_vocabulary", "tokenizer_document"]
 

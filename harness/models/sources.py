@@ -17,9 +17,9 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from tokenspec.errors import UsageError
+from tokenspec.core.errors import UsageError
+from tokenspec.core.progress import step
 from tokenspec.harness.processes import cache_dir
-from tokenspec.progress import step
 
 __all__ = [
     "LLAMA_CPP_PYTHON_VERSION",

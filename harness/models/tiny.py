@@ -50,7 +50,7 @@ a ``tojson`` filter that is ``json.dumps(value, ensure_ascii=False)``):
 - ``add_generation_prompt`` appends ``<|im_start|>assistant\\n``, and ``<think>\\n\\n</think>\\n\\n`` after
   it when ``enable_thinking`` is passed and is exactly ``false``.
 
-The tokenizer fingerprint is defined in ``tokenspec.fingerprint`` (it applies to any model folder).
+The tokenizer fingerprint is defined in ``tokenspec.core.fingerprint`` (it applies to any model folder).
 """
 
 from __future__ import annotations
@@ -65,9 +65,9 @@ import numpy as np
 from safetensors.numpy import save_file
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
-from tokenspec.errors import UsageError
-from tokenspec.fingerprint import fingerprint_of, tokenizer_fingerprint
-from tokenspec.fingerprint import sha256 as _sha256
+from tokenspec.core.errors import UsageError
+from tokenspec.core.fingerprint import fingerprint_of, tokenizer_fingerprint
+from tokenspec.core.fingerprint import sha256 as _sha256
 
 __all__ = ["BuildResult", "DEFAULT_MODEL_NAME", "LLAMA3_SPECIAL", "MODEL_VERSION", "build", "tokenizer_fingerprint",
            "with_llama3_tokens"]

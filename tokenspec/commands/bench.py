@@ -13,7 +13,7 @@ from tokenspec.commands.parsing import (
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from tokenspec.harness.benchmarks import bench_from_args
+    from tokenspec.benchmarks import bench_from_args
 
     return bench_from_args(args)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from tokenspec.commands.parsing import (
     command,
 )
-from tokenspec.errors import UsageError
+from tokenspec.core.errors import UsageError
 
 
 def _expectations_draft(args: argparse.Namespace) -> int:

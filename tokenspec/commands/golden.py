@@ -9,11 +9,12 @@ from tokenspec.commands.parsing import (
     MODEL_FAMILIES,
     command,
 )
-from tokenspec.errors import UsageError
+from tokenspec.core.errors import UsageError
 
 
 def _golden_build(args: argparse.Namespace) -> int:
-    from tokenspec.golden_cases import GOLDEN_DIR, build_golden
+    from tokenspec.campaigns.golden_build import build_golden
+    from tokenspec.golden import GOLDEN_DIR
 
     out = Path(args.out) if args.out else GOLDEN_DIR
     if not args.family:
@@ -21,7 +22,7 @@ def _golden_build(args: argparse.Namespace) -> int:
             raise UsageError("give a model folder DIR, or --family NAME")
         print(f"golden cases written to {build_golden(Path(args.dir), out)}")
         return 0
-    from tokenspec.golden_corpus import family_golden
+    from tokenspec.campaigns.golden_corpus import family_golden
 
     path, disagreements = family_golden(args.family, Path(args.dir) if args.dir else None, out,
                                         vllm_url=args.vllm, conversations=args.conversations)

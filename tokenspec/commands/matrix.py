@@ -20,7 +20,7 @@ def _names(values: list[str]) -> list[str]:
 
 
 def _matrix(args: argparse.Namespace) -> int:
-    from tokenspec.matrix import implementations_and_families, matrix_from_args
+    from tokenspec.campaigns.matrix import implementations_and_families, matrix_from_args
 
     args.implementations, args.families = _names(args.implementations), _names(args.families)
     implementations_and_families(args.implementations, args.families)

@@ -18,8 +18,8 @@ from tokenspec.commands.parsing import (
 
 
 def _mutants(args: argparse.Namespace) -> int:
-    from tokenspec.harness.mutants.campaign import Options, run_campaign, select
-    from tokenspec.target import check_reachable, normalise_url
+    from tokenspec.campaigns.mutants import Options, run_campaign, select
+    from tokenspec.core.target import check_reachable, normalise_url
 
     defects = select(args.only)
     if not args.list:
@@ -37,7 +37,7 @@ def _mutants(args: argparse.Namespace) -> int:
         return 0
     if not args.target:
         return _mutants_on_the_reference_server(args, defects)
-    from tokenspec.transport import Transport
+    from tokenspec.core.transport import Transport
 
     transport = Transport.from_args(args)
     urls = {name: normalise_url(url) if url else None
@@ -56,14 +56,14 @@ def _mutants_on_the_reference_server(args: argparse.Namespace, defects: list) ->
     with that family's parsers and the reference server's profile declaring them."""
     import json
 
+    from tokenspec.campaigns.mutants import Options, run_campaign
     from tokenspec.harness.implementations.reference import ReferenceServer, default_model, reference_profile
     from tokenspec.harness.models.families import FAMILY_PARSERS
-    from tokenspec.harness.mutants.campaign import Options, run_campaign
 
     if args.family == "tiny":
         model_dir = default_model()
     else:
-        from tokenspec.golden_corpus import family_folder
+        from tokenspec.campaigns.golden_corpus import family_folder
 
         model_dir = family_folder(args.family)
     name = json.loads((model_dir / "tokenspec-model.json").read_text())["name"]

@@ -13,7 +13,7 @@ from tokenspec.commands.parsing import (
 
 
 def _parity(args: argparse.Namespace) -> int:
-    from tokenspec.parity import parity_from_args
+    from tokenspec.campaigns.parity import parity_from_args
 
     return parity_from_args(args)
 

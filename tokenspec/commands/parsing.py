@@ -170,7 +170,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_transport_arguments(p: argparse.ArgumentParser) -> None:
-    """Credentials, TLS and rate flags of every command that talks to a server (tokenspec/transport.py)."""
+    """Credentials, TLS and rate flags of every command that talks to a server (tokenspec/core/transport.py)."""
     p.add_argument("--api-key-env", action="append", metavar="[ROLE=]NAME",
                    help="environment variable holding the API key, sent as `Authorization: Bearer`; ROLE is"
                         " target, engine or reference (none: every role; ROLE= with no name: no key for it);"

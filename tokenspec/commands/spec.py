@@ -32,10 +32,10 @@ def _spec_lint(args: argparse.Namespace) -> int:
 def _spec_drift(args: argparse.Namespace) -> int:
     import json
 
-    from tokenspec.errors import UsageError
+    from tokenspec.core.errors import UsageError
+    from tokenspec.core.target import normalise_url
+    from tokenspec.core.transport import Transport
     from tokenspec.specs.drift import drift, drift_documents
-    from tokenspec.target import normalise_url
-    from tokenspec.transport import Transport
 
     if bool(args.target) == bool(args.openapi):
         raise UsageError("give exactly one of --target URL and --openapi FILE")
@@ -66,8 +66,8 @@ def _spec_drift(args: argparse.Namespace) -> int:
 
 
 def _spec_parsers(args: argparse.Namespace) -> int:
-    from tokenspec.errors import UsageError
-    from tokenspec.parser_table import record, write_rows
+    from tokenspec.campaigns.parser_table import record, write_rows
+    from tokenspec.core.errors import UsageError
     from tokenspec.specs.parser_families import configurations, shapes
 
     known = configurations()

@@ -11,7 +11,7 @@ from tokenspec.commands.parsing import (
     EXIT_USAGE,
     command,
 )
-from tokenspec.errors import UsageError
+from tokenspec.core.errors import UsageError
 
 
 def _vllm(args: argparse.Namespace) -> int:

@@ -20,9 +20,9 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from tokenspec.config import RunConfig
-from tokenspec.errors import UsageError
-from tokenspec.progress import step
+from tokenspec.core.config import RunConfig
+from tokenspec.core.errors import UsageError
+from tokenspec.core.progress import step
 
 #: Cell states, best first; a requirement's state in a run is the worst over the tests that cite it.
 STATES = ("passed", "known", "unsupported", "not_tested", "failed")
@@ -58,7 +58,7 @@ class CellRun:
 
 def _configuration(impl_name: str, family: str, install: bool) -> tuple[Any, Any]:
     """The implementation plug-in (installed) and the family's configuration (its model folder built)."""
-    from tokenspec.golden_corpus import family_folder
+    from tokenspec.campaigns.golden_corpus import family_folder
     from tokenspec.harness.implementations import Configuration, implementation
     from tokenspec.harness.models.families import FAMILY_PARSERS
     from tokenspec.harness.processes import cache_dir

@@ -27,9 +27,9 @@ from typing import Any
 
 import httpx
 
-from tokenspec.errors import UsageError
-from tokenspec.liveness import LIVENESS
-from tokenspec.phases import CLOCK
+from tokenspec.core.errors import UsageError
+from tokenspec.core.liveness import LIVENESS
+from tokenspec.core.phases import CLOCK
 
 ROLES = ("target", "engine", "reference")
 #: The environment variable an API key is read from when no --api-key-env says otherwise.
@@ -403,7 +403,7 @@ def _policy(transport: Transport) -> _Policy:
 
 class _Released(httpx.SyncByteStream):
     """A response body that gives its concurrency slot back when it is closed (streams hold theirs); a body cut
-    off because its server went away is the server's loss, not a verdict (tokenspec/liveness.py)."""
+    off because its server went away is the server's loss, not a verdict (tokenspec/core/liveness.py)."""
 
     def __init__(self, stream: Any, release: Any, started: float, lost: Any) -> None:
         self._stream = stream
@@ -430,7 +430,7 @@ class _Released(httpx.SyncByteStream):
 
 class _Sender(httpx.BaseTransport):
     """Sends through ``inner`` within the policy's limits; a 429/503 is retried after the wait it asks for; a
-    request that got no answer asks whether its server is lost (tokenspec/liveness.py), and none is sent to a
+    request that got no answer asks whether its server is lost (tokenspec/core/liveness.py), and none is sent to a
     server the run has lost."""
 
     def __init__(self, inner: httpx.HTTPTransport, policy: _Policy, role: str = "target",

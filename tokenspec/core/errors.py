@@ -23,7 +23,7 @@ def read_user_yaml(path: object, what: str) -> object:
     """A YAML file the user named (profile, expectations): missing or malformed is a one-line usage error."""
     import yaml
 
-    from tokenspec.yaml_files import load_yaml
+    from tokenspec.core.yaml_files import load_yaml
 
     file = Path(str(path))
     try:

@@ -30,13 +30,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tokenspec.errors import UsageError
-from tokenspec.harness.benchmarks.frontend import bench_frontend
-from tokenspec.harness.benchmarks.gateway import bench_gateway
-from tokenspec.harness.benchmarks.lifecycle import sigterm_as_interrupt, write_result
-from tokenspec.harness.benchmarks.suite import bench_suite
-from tokenspec.harness.benchmarks.target import bench_target
-from tokenspec.harness.benchmarks.token_loop import bench_token_loop
+from tokenspec.benchmarks.frontend import bench_frontend
+from tokenspec.benchmarks.gateway import bench_gateway
+from tokenspec.benchmarks.lifecycle import sigterm_as_interrupt, write_result
+from tokenspec.benchmarks.suite import bench_suite
+from tokenspec.benchmarks.target import bench_target
+from tokenspec.benchmarks.token_loop import bench_token_loop
+from tokenspec.core.errors import UsageError
 
 BENCHMARKS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     "frontend": bench_frontend, "gateway": bench_gateway, "suite": bench_suite, "token-loop": bench_token_loop,

@@ -11,8 +11,8 @@ import argparse
 import shlex
 from dataclasses import dataclass, field
 
-from tokenspec.target import normalise_url
-from tokenspec.transport import Transport
+from tokenspec.core.target import normalise_url
+from tokenspec.core.transport import Transport
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from tokenspec.errors import UsageError
-from tokenspec.transport import DEFAULT_API_KEY_ENV, Transport
+from tokenspec.core.errors import UsageError
+from tokenspec.core.transport import DEFAULT_API_KEY_ENV, Transport
 
 #: First path segments of the routes the suite calls: a base URL that contains one is a route, not a base.
 ROUTE_ROOTS = frozenset({"v1", "inference"})

@@ -2,7 +2,7 @@
 
 Cases are generated from a seed (so a report can be reproduced) and are greedy, so two correct servers on
 the same model and engine agree token for token. Each answer is reduced to the fields the parity
-requirements name (``tokenspec.compare``); a field is "n/a" for a case when either server does not expose it
+requirements name (``tokenspec.core.compare``); a field is "n/a" for a case when either server does not expose it
 (hosted APIs have no ``token_ids``), so the report compares what is there and says what was not.
 
 Writes ``parity.json`` (machine) and ``parity.html`` (one self-contained page: agreement per field, then a
@@ -22,11 +22,11 @@ from typing import Any
 
 import httpx
 
-from tokenspec.compare import chat_view, completion_view
-from tokenspec.errors import UsageError, one_line, writable_folder
-from tokenspec.samples import WEATHER_TOOL as TOOL
-from tokenspec.target import check_access, check_reachable, normalise_url, served_model
-from tokenspec.transport import Transport
+from tokenspec.core.compare import chat_view, completion_view
+from tokenspec.core.errors import UsageError, one_line, writable_folder
+from tokenspec.core.target import check_access, check_reachable, normalise_url, served_model
+from tokenspec.core.transport import Transport
+from tokenspec.specs.samples import WEATHER_TOOL as TOOL
 
 FIELDS = ("token_ids", "content", "reasoning", "tool_calls", "text", "finish_reason", "usage", "logprobs")
 
@@ -321,7 +321,7 @@ def parity_from_args(args: argparse.Namespace) -> int:
 
 
 def _traffic_report(args: argparse.Namespace, transport: Transport) -> dict[str, Any]:
-    from tokenspec.traffic import load_requests, run_traffic, to_report
+    from tokenspec.campaigns.traffic import load_requests, run_traffic, to_report
 
     if args.a or args.b or not (args.target and args.reference):
         raise UsageError("--requests compares the split pipeline (--target, --engine) with --reference; not --a/--b")

@@ -17,9 +17,9 @@ from typing import Any
 import httptools
 import httpx
 
-from tokenspec.errors import UsageError
-from tokenspec.harness.benchmarks.statistics import percentile
-from tokenspec.transport import Transport
+from tokenspec.benchmarks.statistics import percentile
+from tokenspec.core.errors import UsageError
+from tokenspec.core.transport import Transport
 
 CHAT = "/v1/chat/completions"
 WARMUP = 20  # untimed requests per server (and endpoint) before the timed ones

@@ -7,12 +7,12 @@ import contextlib
 import json
 from typing import Any
 
-from tokenspec.errors import UsageError
-from tokenspec.harness.benchmarks.clients import WARMUP, TimedConnection, interleaved_throughput, post_ok, timeit_ms
-from tokenspec.harness.benchmarks.floor_server import floor_process
-from tokenspec.harness.benchmarks.lifecycle import machine_facts, model_folder
-from tokenspec.harness.benchmarks.payloads import TARGET_TOKENS, conversation, output_ids
-from tokenspec.harness.benchmarks.statistics import Target, ratio, summarize, table
+from tokenspec.benchmarks.clients import WARMUP, TimedConnection, interleaved_throughput, post_ok, timeit_ms
+from tokenspec.benchmarks.floor_server import floor_process
+from tokenspec.benchmarks.lifecycle import machine_facts, model_folder
+from tokenspec.benchmarks.payloads import TARGET_TOKENS, conversation, output_ids
+from tokenspec.benchmarks.statistics import Target, ratio, summarize, table
+from tokenspec.core.errors import UsageError
 from tokenspec.harness.implementations import vllm
 from tokenspec.harness.implementations.reference import REASONING_PARSER, TOOL_PARSER, frontend_process
 from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
@@ -21,7 +21,7 @@ CONCURRENCY = (1, 16)  # concurrent clients of the throughput bursts
 RENDER_TARGET = 0.25  # render p50, ours/vLLM (issue 24)
 BLOCK = 10  # consecutive timed requests to one server before the other's turn
 RENDER = "/v1/chat/completions/render"
-FLOOR_SERVER = "floor server"  # the render floor's side in the figures (harness/benchmarks/floor_server.py)
+FLOOR_SERVER = "floor server"  # the render floor's side in the figures (benchmarks/floor_server.py)
 DERENDER = "/v1/chat/completions/derender"
 
 

@@ -19,7 +19,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from tokenspec.errors import UsageError
+from tokenspec.core.errors import UsageError
 
 
 def sha256(data: bytes) -> str:

@@ -6,7 +6,7 @@ uvicorn with the frontend's settings. It checks nothing and maps no sampling par
 for ``bench frontend`` (what any render server built on these libraries pays before doing what the spec requires),
 not a server to run. ``GET /health`` answers 200, for the launcher's readiness poll.
 
-``python -m tokenspec.harness.benchmarks.floor_server --model DIR --port N``
+``python -m tokenspec.benchmarks.floor_server --model DIR --port N``
 """
 
 from __future__ import annotations
@@ -57,12 +57,12 @@ def floor_app(model_dir: Path) -> Any:
 
 def floor_process(model_dir: Path) -> ServerProcess:
     """The floor server as a child process on a free port (started and stopped like every benchmarked server)."""
-    return ServerProcess("render floor server", [sys.executable, "-m", "tokenspec.harness.benchmarks.floor_server",
+    return ServerProcess("render floor server", [sys.executable, "-m", "tokenspec.benchmarks.floor_server",
                                                  "--model", str(model_dir), "--port", "{port}"], startup_timeout=60.0)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m tokenspec.harness.benchmarks.floor_server")
+    parser = argparse.ArgumentParser(prog="python -m tokenspec.benchmarks.floor_server")
     parser.add_argument("--model", type=Path, required=True)
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()

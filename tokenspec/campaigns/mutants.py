@@ -18,12 +18,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokenspec.errors import UsageError
+from tokenspec.core.errors import UsageError
+from tokenspec.core.progress import say, seconds
+from tokenspec.core.transport import Transport, redact_folder
 from tokenspec.harness.loopback import running_app
 from tokenspec.harness.mutants.defects import CATALOGUE, DEFECTS, Defect
 from tokenspec.harness.mutants.proxy import MutantProxy
-from tokenspec.progress import say, seconds
-from tokenspec.transport import Transport, redact_folder
 
 FAILING = ("failed", "error", "xpassed")
 #: Outcomes that judge nothing: a defect that moves a test the clean run judged into one of these hid a behaviour.

@@ -9,11 +9,11 @@ import json
 import time
 from typing import Any
 
-from tokenspec.errors import UsageError
-from tokenspec.harness.benchmarks.clients import CHAT, WARMUP, TimedConnection, post_ok, timeit_ms
-from tokenspec.harness.benchmarks.lifecycle import machine_facts, model_folder, start_reference
-from tokenspec.harness.benchmarks.payloads import mixed_text
-from tokenspec.harness.benchmarks.statistics import percentile, ratio, table
+from tokenspec.benchmarks.clients import CHAT, WARMUP, TimedConnection, post_ok, timeit_ms
+from tokenspec.benchmarks.lifecycle import machine_facts, model_folder, start_reference
+from tokenspec.benchmarks.payloads import mixed_text
+from tokenspec.benchmarks.statistics import percentile, ratio, table
+from tokenspec.core.errors import UsageError
 from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
 
 LOOP_PROMPT_TOKENS = 200

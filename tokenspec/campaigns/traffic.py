@@ -25,9 +25,9 @@ from typing import Any
 
 import httpx
 
-from tokenspec.compare import chat_view, completion_view
-from tokenspec.errors import UsageError
-from tokenspec.transport import Transport
+from tokenspec.core.compare import chat_view, completion_view
+from tokenspec.core.errors import UsageError
+from tokenspec.core.transport import Transport
 
 ROUTES = {"/v1/chat/completions": "chat", "/v1/completions": "completions"}
 RENDER = {"chat": "/v1/chat/completions/render", "completions": "/v1/completions/render"}
@@ -222,7 +222,7 @@ def run_traffic(requests: list[Request], target_url: str, engine_url: str, refer
 
 
 def to_report(outcomes: list[Outcome], bad: list[str], urls: dict[str, str], model: str) -> dict[str, Any]:
-    """parity.json: the agreement per field, then each request; in ``tokenspec.parity``'s shape (a: the split
+    """parity.json: the agreement per field, then each request; in ``tokenspec.campaigns.parity``'s shape (a: the split
     pipeline, b: the reference) so one HTML page draws both."""
     names = sorted({n for o in outcomes for n in o.fields}, key=lambda n: (n.startswith("end-to-end"), n))
     agreement = {}

@@ -1,24 +1,19 @@
-"""Golden cases: hand-written expectations (``golden/cases.yaml``) made token-level for one tokenizer.
-
-``build_golden(model_dir)`` encodes the cases with that model's tokenizer and chat template and writes
-``golden/<model>/<fingerprint>.json``; ``find_golden(model_dir)`` returns the file for a tokenizer, if one
-was built. Keying by the tokenizer fingerprint means a golden file can never be applied to a server whose
-token IDs would legitimately differ.
+"""Building golden files: the hand-written cases (``golden/cases.yaml``) encoded with one model's tokenizer and
+chat template (the suite's render oracle), plus a generated corpus, written as ``golden/<model>/<fingerprint>.json``
+(read back by ``tokenspec.golden``).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from tokenspec import __version__
-from tokenspec.fingerprint import tokenizer_fingerprint
-from tokenspec.yaml_files import load_yaml
-
-GOLDEN_DIR = Path(str(resources.files("tokenspec.golden")))
+from tokenspec.core.fingerprint import tokenizer_fingerprint
+from tokenspec.core.yaml_files import load_yaml
+from tokenspec.golden import GOLDEN_DIR
 
 
 def _model_name(model_dir: Path) -> str:
@@ -41,7 +36,7 @@ Corpus = Callable[[Any, str, list[str]], list[dict[str, Any]]]
 def build_golden(model_dir: Path, out_dir: Path = GOLDEN_DIR, *, family: str | None = None,
                  corpus: Corpus | None = None) -> Path:
     """Write the golden file of ``model_dir``: the hand-written cases, plus the ``corpus`` (the generated cases
-    of ``tokenspec.golden_corpus``). Disagreements between oracles are listed in the file and printed."""
+    of ``tokenspec.campaigns.golden_corpus``). Disagreements between oracles are listed in the file and printed."""
     from tokenizers import Tokenizer
 
     model_dir = Path(model_dir)
@@ -91,17 +86,3 @@ def tokenizer_facts(model_dir: Path) -> dict[str, Any]:
     configs = {name: json.loads((model_dir / name).read_text()) for name in
                ("config.json", "generation_config.json", "tokenizer_config.json") if (model_dir / name).exists()}
     return folder_facts(Tokenizer.from_file(str(model_dir / "tokenizer.json")), configs)
-
-
-def find_golden(model_dir: Path, golden_dir: Path = GOLDEN_DIR) -> dict[str, Any] | None:
-    return golden_of_fingerprint(tokenizer_fingerprint(Path(model_dir)), golden_dir)
-
-
-def golden_of_fingerprint(fingerprint: str, golden_dir: Path = GOLDEN_DIR) -> dict[str, Any] | None:
-    """The golden file of a tokenizer fingerprint (a model folder's, or the ``tokenizer_version`` a target's
-    ``/v1/models`` card reports), if one was built."""
-    if not fingerprint or not all(c in "0123456789abcdef" for c in fingerprint):
-        return None
-    for path in sorted(golden_dir.glob(f"*/{fingerprint}.json")):
-        return json.loads(path.read_text())
-    return None

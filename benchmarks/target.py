@@ -14,13 +14,13 @@ import contextlib
 import json
 from typing import Any
 
-from tokenspec.errors import UsageError
-from tokenspec.harness.benchmarks.clients import WARMUP, TimedConnection, post_ok
-from tokenspec.harness.benchmarks.frontend import DERENDER, RENDER, measure_pair
-from tokenspec.harness.benchmarks.lifecycle import machine_facts, model_folder
-from tokenspec.harness.benchmarks.statistics import ratio, summarize
+from tokenspec.benchmarks.clients import WARMUP, TimedConnection, post_ok
+from tokenspec.benchmarks.frontend import DERENDER, RENDER, measure_pair
+from tokenspec.benchmarks.lifecycle import machine_facts, model_folder
+from tokenspec.benchmarks.statistics import ratio, summarize
+from tokenspec.core.errors import UsageError
+from tokenspec.core.transport import Transport
 from tokenspec.harness.implementations.reference import frontend_process
-from tokenspec.transport import Transport
 
 SUBJECT, BASELINE = "target", "tokenspec"
 GENERATE = "/inference/v1/generate"
@@ -30,7 +30,7 @@ CHAIN_TOKENS = 16
 def bench_target(args: argparse.Namespace) -> dict[str, Any]:
     from tokenizers import Tokenizer
 
-    from tokenspec.target import served_model
+    from tokenspec.core.target import served_model
 
     transport = Transport.from_args(args)
     model_dir = model_folder(args)

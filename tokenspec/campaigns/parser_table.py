@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from tokenspec.core.transport import Transport
+from tokenspec.core.yaml_files import load_yaml
 from tokenspec.specs.catalogue import SPEC_DIR
 from tokenspec.specs.parser_families import (
     VARIANTS,
@@ -28,8 +30,6 @@ from tokenspec.specs.parser_families import (
     shapes,
     table_request,
 )
-from tokenspec.transport import Transport
-from tokenspec.yaml_files import load_yaml
 
 __all__ = ["TableDiff", "record", "recording_folder", "write_rows"]
 

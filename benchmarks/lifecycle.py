@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tokenspec.errors import UsageError
+from tokenspec.core.errors import UsageError
 from tokenspec.harness.implementations.reference import ReferenceServer, default_model
 from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import httpx
 
-from tokenspec.harness.benchmarks.clients import CHAT, WARMUP, TimedConnection, post_ok
-from tokenspec.harness.benchmarks.lifecycle import machine_facts, model_folder, start_reference
-from tokenspec.harness.benchmarks.statistics import ratio, summarize, table
+from tokenspec.benchmarks.clients import CHAT, WARMUP, TimedConnection, post_ok
+from tokenspec.benchmarks.lifecycle import machine_facts, model_folder, start_reference
+from tokenspec.benchmarks.statistics import ratio, summarize, table
 from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
 
 PROMPTS = ["Tell me a story.", "What is the weather in Paris?", "Write a haiku about the sea.",

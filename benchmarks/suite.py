@@ -4,7 +4,7 @@ expectations, as the matrix runs it, in a child process (the harness never impor
 start-up is excluded.
 
 With ``--profile`` a second, profiled run follows: every process of it records where its time goes
-(``tokenspec.phases``), and the benchmark prints it per test file and per phase.
+(``tokenspec.core.phases``), and the benchmark prints it per test file and per phase.
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from tokenspec.errors import UsageError
-from tokenspec.harness.benchmarks.lifecycle import machine_facts, model_folder
-from tokenspec.harness.benchmarks.statistics import Target, table
+from tokenspec.benchmarks.lifecycle import machine_facts, model_folder
+from tokenspec.benchmarks.statistics import Target, table
+from tokenspec.core.errors import UsageError
+from tokenspec.core.phases import ENV, SESSION, merged
 from tokenspec.harness.implementations import Configuration, Deployment, implementation
 from tokenspec.harness.implementations.reference import REASONING_PARSER, TOOL_PARSER
 from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
-from tokenspec.phases import ENV, SESSION, merged
 
 SUITE_TARGET_S = 90.0
 WORKERS = 2

@@ -21,10 +21,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tokenspec.core.transport import Transport
 from tokenspec.harness.models.families import FAMILY_PARSERS
 from tokenspec.specs.parser_families import table_request
 from tokenspec.suite.render_oracle import RenderOracle
-from tokenspec.transport import Transport
 
 #: Generated render cases per dialect (Messages, Responses) per family.
 DIALECT_CASES = 40
@@ -298,7 +298,7 @@ def family_golden(family: str, model_dir: Path | None, out_dir: Path, *, vllm_ur
     parsers unless ``vllm_url`` is given, and write the golden file; returns it and its disagreement count."""
     from contextlib import nullcontext
 
-    from tokenspec.golden_cases import build_golden
+    from tokenspec.campaigns.golden_build import build_golden
     from tokenspec.harness.implementations import vllm
 
     folder = family_folder(family, model_dir)
