@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -23,6 +22,7 @@ from typing import Any
 
 from tokenspec.benchmarks.lifecycle import machine_facts, model_folder
 from tokenspec.benchmarks.statistics import Target, table
+from tokenspec.core.config import RunConfig
 from tokenspec.core.errors import UsageError
 from tokenspec.core.phases import ENV, SESSION, merged
 from tokenspec.harness.implementations import Configuration, Deployment, implementation
@@ -65,15 +65,11 @@ def bench_suite(args: argparse.Namespace) -> dict[str, Any]:
 def _timed_run(deployment: Deployment, model_dir: Path, stack: contextlib.ExitStack, profile: Path | None
                ) -> tuple[float, int, dict[str, Any]]:
     report_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tokenspec-bench-")))
-    command = [sys.executable, "-m", "tokenspec", "run", "--target", deployment.target,
-               "--tokenizer", str(model_dir), "--model", DEFAULT_MODEL_NAME, "--report", str(report_dir),
-               "-n", str(WORKERS)]
-    if deployment.engine:
-        command += ["--engine", deployment.engine]
-    if deployment.reference:
-        command += ["--reference", deployment.reference]
-    if expectations := deployment.expectations("tiny"):  # as the matrix runs it: known failures do not shrink
-        command += ["--expectations", str(expectations)]
+    expectations = deployment.expectations("tiny")  # as the matrix runs it: known failures do not shrink
+    command = RunConfig(target=deployment.target, engine=deployment.engine, reference=deployment.reference,
+                        tokenizer=str(model_dir), model=DEFAULT_MODEL_NAME, report=str(report_dir),
+                        workers=str(WORKERS), expectations=str(expectations) if expectations else None
+                        ).child_command()
     env = {**os.environ, ENV: str(profile)} if profile else None
     print(f"{'profiled ' if profile else ''}tokenspec run ...", flush=True)
     start = time.perf_counter()

@@ -16,11 +16,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tokenspec.core.config import RunConfig
 from tokenspec.core.phases import CLOCK
 from tokenspec.core.transport import Transport
 from tokenspec.suite.checks import LAST_REQUEST
 from tokenspec.suite.client import SuiteClient
 from tokenspec.suite.gating import Capabilities
+from tokenspec.suite.run_config import run_config
 from tokenspec.suite.target import Codec, Target, card_max_model_len
 
 CAPABILITIES_ENV = "TOKENSPEC_CAPABILITIES"
@@ -29,7 +31,7 @@ CAPABILITIES_ENV = "TOKENSPEC_CAPABILITIES"
 def pytest_configure(config: pytest.Config) -> None:
     settings.register_profile(
         "tokenspec",
-        max_examples=config.getoption("--tokenspec-max-examples"),
+        max_examples=_run(config).max_examples,
         deadline=None,
         derandomize=False,
         database=None,
@@ -41,37 +43,34 @@ def pytest_configure(config: pytest.Config) -> None:
 _TRANSPORT = pytest.StashKey[Transport]()
 
 
+def _run(config: pytest.Config) -> RunConfig:
+    found = run_config(config)
+    assert found is not None, "the fixtures are registered only when a target is given"
+    return found
+
+
 def transport_from_config(config: pytest.Config) -> Transport:
-    """The run's transport from the plugin's options, its limits shared out over the xdist workers."""
+    """The run's transport, its limits shared out over the xdist workers."""
     if _TRANSPORT not in config.stash:
         workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
-        config.stash[_TRANSPORT] = Transport.from_flags(
-            api_key_env=config.getoption("--tokenspec-api-key-env") or (),
-            header=config.getoption("--tokenspec-header") or (),
-            timeout=config.getoption("--tokenspec-timeout") or (),
-            ca_bundle=config.getoption("--tokenspec-ca-bundle"),
-            insecure=config.getoption("--tokenspec-insecure"),
-            max_concurrency=config.getoption("--tokenspec-max-concurrency"),
-            max_rps=config.getoption("--tokenspec-max-rps"),
-        ).per_process(workers)
+        config.stash[_TRANSPORT] = _run(config).transport.per_process(workers)
     return config.stash[_TRANSPORT]
 
 
 def target_from_config(config: pytest.Config) -> Target:
     from tokenspec.core.target import served_model
 
-    url = config.getoption("--tokenspec-target")
-    tokenizer = config.getoption("--tokenspec-tokenizer")
+    run = _run(config)
     transport = transport_from_config(config)
     return Target(
-        url=url,
-        engine_url=config.getoption("--tokenspec-engine"),
-        reference_url=config.getoption("--tokenspec-reference"),
-        model=config.getoption("--tokenspec-model") or served_model(url, transport),
-        tokenizer_dir=Path(tokenizer) if tokenizer else None,
+        url=run.target,
+        engine_url=run.engine,
+        reference_url=run.reference,
+        model=run.model or served_model(run.target, transport),
+        tokenizer_dir=Path(run.tokenizer) if run.tokenizer else None,
         timeout=transport.timeout("target"),
-        max_examples=config.getoption("--tokenspec-max-examples"),
-        seed=config.getoption("--tokenspec-seed"),
+        max_examples=run.max_examples,
+        seed=run.seed,
         transport=transport,
     )
 
@@ -82,7 +81,7 @@ def decide_capabilities(config: pytest.Config) -> Capabilities:
     from tokenspec.suite.profile import load_profile
 
     target = target_from_config(config)
-    path = config.getoption("--tokenspec-profile")
+    path = _run(config).profile
     with CLOCK.timing("probe"):
         caps = probe(target, Codec(target), load_profile(path) if path else None)
     fd, file = tempfile.mkstemp(prefix="tokenspec-capabilities-", suffix=".json")

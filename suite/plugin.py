@@ -24,17 +24,18 @@ import base64
 import json
 import operator
 import os
-import random
 import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _pytest.junitxml import xml_key
 
+from tokenspec.core.config import RunConfig
 from tokenspec.core.liveness import LIVENESS, LIVENESS_ENV, ServerLost
 from tokenspec.core.phases import CLOCK
 from tokenspec.core.progress import Counter
@@ -42,6 +43,7 @@ from tokenspec.specs.catalogue import Requirement
 from tokenspec.suite.checks import CHECKS, LAST_REQUEST, SERVER
 from tokenspec.suite.gating import anchored_roles
 from tokenspec.suite.results import LEVELS, MAX_OPERAND, NOT_TESTED_PREFIX, UNSUPPORTED_PREFIX, TestResult, safe_name
+from tokenspec.suite.run_config import WORKER_KEY, handover, run_config, suite_dir
 
 SUITE_DIR = Path(__file__).resolve().parent
 _REQ_ID = re.compile(r"\[([A-Z]+-\d{3})\]")
@@ -52,6 +54,8 @@ MAX_SAVED_BODY = 4 << 20
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    """For a direct pytest run; ``tokenspec run`` hands its configuration over as an object instead
+    (tokenspec/suite/run_config.py builds the one configuration from these options)."""
     g = parser.getgroup("tokenspec", "tokenspec conformance suite")
     g.addoption("--tokenspec-target", help="base URL hosting render/derender")
     g.addoption("--tokenspec-engine", help="base URL hosting /inference/v1/generate")
@@ -78,14 +82,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--tokenspec-max-examples", type=int, default=25)
     g.addoption("--tokenspec-no-shrink", action="store_true",
                 help="report the first failing example as found, without shrinking it (faster verdicts)")
-    g.addoption("--tokenspec-command", default="",
-                help="the `tokenspec run ...` command that replays this run (recorded in report.json)")
     g.addoption("--tokenspec-suite-dir", help="folder of conformance tests held to the suite's rules (default: the"
                 " shipped suite; an implementer's own tests citing requirement IDs can live elsewhere)")
 
 
 def _active(config: pytest.Config) -> bool:
-    return bool(config.getoption("--tokenspec-target", default=None))
+    return run_config(config) is not None
+
+
+def _run(config: pytest.Config) -> RunConfig:
+    """The configuration of an active run (tokenspec/suite/run_config.py)."""
+    found = run_config(config)
+    assert found is not None, "the suite's hooks run only when a target is given"
+    return found
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist: each worker receives the controller's configuration as it is, never re-parsed from flags."""
+    if (found := run_config(node.config)) is not None:
+        node.workerinput[WORKER_KEY] = found.to_json()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -97,15 +113,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_LostDuringSetup(), "tokenspec-lost-during-setup")
     CHECKS.active = bool(config.getini("enable_assertion_pass_hook"))
     config.pluginmanager.import_plugin("tokenspec.suite.fixtures")
-    report_dir = config.getoption("--tokenspec-report")
+    report_dir = _run(config).report
     if report_dir and not config.option.xmlpath:
         # Runs before pytest's junitxml plugin configures itself, so it picks the path up.
         config.option.xmlpath = str(Path(report_dir) / "junit.xml")
-    seed = config.getoption("--tokenspec-seed")
-    if seed is None:
-        # Workers must share the controller's seed, so it is chosen once and passed down in the environment.
-        seed = int(os.environ.setdefault("TOKENSPEC_SEED", str(random.randrange(1 << 31))))
-        config.option.tokenspec_seed = seed
     if not hasattr(config, "workerinput") and not config.option.collectonly:
         import tokenizers  # noqa: F401 - C extensions load before the probe arms interrupts, never halfway
 
@@ -142,9 +153,8 @@ def _watch_servers(config: pytest.Config) -> None:
     LIVENESS.watch(os.environ[LIVENESS_ENV])
     LIVENESS.current = "the probe"
     verify = transport_from_config(config).verify()
-    for role in ("target", "engine", "reference"):
-        if url := config.getoption(f"--tokenspec-{role}"):
-            LIVENESS.check(role, url, verify)
+    for role, url in _run(config).urls().items():
+        LIVENESS.check(role, url, verify)
     LIVENESS.current = ""
 
 
@@ -181,16 +191,15 @@ _STARTED = pytest.StashKey[tuple[float, str]]()
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
     if not _active(config):
         return None
+    run = _run(config)
     return [
-        f"tokenspec target: {config.getoption('--tokenspec-target')}"
-        f" engine: {config.getoption('--tokenspec-engine')} reference: {config.getoption('--tokenspec-reference')}",
-        f"tokenspec seed: {config.getoption('--tokenspec-seed')} (re-run with --seed to reproduce)",
+        f"tokenspec target: {run.target} engine: {run.engine} reference: {run.reference}",
+        f"tokenspec seed: {run.seed} (re-run with --seed to reproduce)",
     ]
 
 
 def _in_suite(item: pytest.Item) -> bool:
-    folder = item.config.getoption("--tokenspec-suite-dir", default=None)
-    return (Path(folder).resolve() if folder else SUITE_DIR) in Path(str(item.path)).resolve().parents
+    return (suite_dir(item.config) or SUITE_DIR) in Path(str(item.path)).resolve().parents
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -201,12 +210,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     catalogue = load_catalogue()
     expectations = []
-    if path := config.getoption("--tokenspec-expectations", default=None):
+    run = run_config(config)
+    if run is not None and run.expectations:
         from tokenspec.suite.expectations import folder_family, for_family, load_expectations
 
-        family = folder_family(config.getoption("--tokenspec-tokenizer", default=None))
-        expectations = for_family(load_expectations(path), family)
-    threshold = LEVELS.index(config.getoption("--tokenspec-level", default="may").upper())
+        expectations = for_family(load_expectations(run.expectations), folder_family(run.tokenizer))
+    threshold = LEVELS.index((run.level if run is not None else "may").upper())
     keep, drop = [], []
     for item in suite_items:
         ids = [i for m in item.iter_markers("req") for i in m.args]
@@ -274,7 +283,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
     item.stash[_RETRIES_BEFORE] = RETRIES.count
     LIVENESS.current = item.nodeid
-    if _active(item.config) and (loss := LIVENESS.lost(item.config.getoption("--tokenspec-target"))):
+    if _active(item.config) and (loss := LIVENESS.lost(_run(item.config).target)):
         # A run that lost its target learns nothing more from it: every test left ends at once, not tested.
         item.user_properties.append(("lost", loss.role))
         pytest.skip(str(ServerLost(loss)))
@@ -377,8 +386,8 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         _COMPARISON["nodeid"] = item.nodeid
     test = getattr(item, "obj", None)
     current = getattr(test, "_hypothesis_internal_use_settings", None)
-    no_shrink = item.stash.get(_EXPECTATION, None) is not None or item.config.getoption("--tokenspec-no-shrink",
-                                                                                       default=False)
+    no_shrink = item.stash.get(_EXPECTATION, None) is not None or bool(
+        (run := run_config(item.config)) and run.no_shrink)
     if not no_shrink or current is None:
         with _not_tested_when_lost(item):
             return (yield)
@@ -485,7 +494,7 @@ def charged_server(config: pytest.Config, role: str, base_url: str, failed: list
     """The server whose answer broke a test: the one the failing (last) request went to, when that is another
     URL than the target's. The engine is charged only for requirements that are not the target's own (a
     generate refusing what the target rendered is the target's fault); the reference for any answer of its own."""
-    target = (config.getoption("--tokenspec-target") or "").rstrip("/")
+    target = _run(config).target.rstrip("/")
     if role == "target" or base_url.rstrip("/") == target:
         return "target"
     if role == "engine":
@@ -595,7 +604,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         counter.add(outcome, (rid.split('-')[0] for rid in cited))
     evidence = outcome in ("failed", "error", "xfailed")
     request_file = ""
-    if evidence and "request_body" in props and (out := config.getoption("--tokenspec-report")):
+    if evidence and "request_body" in props and (out := _run(config).report):
         request_file = f"bodies/{safe_name(report.nodeid)}.bin"
         (Path(out) / "bodies").mkdir(parents=True, exist_ok=True)
         (Path(out) / request_file).write_bytes(base64.b64decode(props["request_body"]))
@@ -681,12 +690,12 @@ def pytest_runtestloop(session: pytest.Session) -> None:
 
 
 def _expectations_header(config: pytest.Config) -> str:
-    path = config.getoption("--tokenspec-expectations")
+    path = _run(config).expectations
     if not path:
         return ""
     from tokenspec.suite.expectations import folder_family, load_expectations_file
 
-    family = folder_family(config.getoption("--tokenspec-tokenizer", default=None))
+    family = folder_family(_run(config).tokenizer)
     scope = f"; entries of model family {family} and of every family" if family else (
         "; model family unknown: family-scoped entries apply loosely")
     return f"{path}: {load_expectations_file(path).header()}{scope}"
@@ -711,31 +720,28 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from tokenspec.suite.report import RunInfo, write_reports
 
     started, started_at = config.stash[_STARTED]
+    run = _run(config)
     info = RunInfo(
-        target=config.getoption("--tokenspec-target"),
-        engine=config.getoption("--tokenspec-engine"),
-        reference=config.getoption("--tokenspec-reference"),
-        model=config.getoption("--tokenspec-model"),
-        seed=config.getoption("--tokenspec-seed"),
+        target=run.target, engine=run.engine, reference=run.reference, model=run.model, seed=run.seed,
         started_at=started_at,
         duration_s=round(time.time() - started, 2),
         expectations=_expectations_header(config),
-        profile=config.getoption("--tokenspec-profile") or "",
-        command=config.getoption("--tokenspec-command") or "",
+        profile=run.profile or "",
+        command=run.replay_command(run.seed) if run.seed is not None else "",
         interrupted=INTERRUPTS.name if interrupted else "",
         collected=counter.total if (counter := config.stash.get(_COUNTER, None)) else len(session.items),
-        insecure=bool(config.getoption("--tokenspec-insecure", default=False)),
+        insecure=run.transport.insecure,
         lost=_losses(config),
     )
     if info.lost and (xml := config.stash.get(xml_key, None)) is not None:
         xml.add_global_property("tokenspec_verdict", "INCONCLUSIVE")
-    out = config.getoption("--tokenspec-report")
-    if out:
+    if out := run.report:
         caps = config.stash.get(_CAPABILITIES, None)
         with CLOCK.timing("report"):
-            write_reports(Path(out), info, config.stash[_RESULTS], config.stash.get(_COLLECTION_ERRORS, []),
-                          caps.to_dict() if caps is not None else None)
-
+            report = write_reports(Path(out), info, config.stash[_RESULTS], config.stash.get(_COLLECTION_ERRORS, []),
+                                   caps.to_dict() if caps is not None else None)
+        if (given := handover(config)) is not None:
+            given.report = report  # the runner's verdict comes from here, not from reading report.json back
 
 
 def _losses(config: pytest.Config) -> tuple[dict[str, str], ...]:
@@ -744,10 +750,10 @@ def _losses(config: pytest.Config) -> tuple[dict[str, str], ...]:
 
     from tokenspec.core.liveness import origin
 
-    urls = {role: config.getoption(f"--tokenspec-{role}") for role in ("target", "engine", "reference")}
+    urls = _run(config).urls()
     out = []
     for loss in LIVENESS.losses():
-        roles = [role for role, url in urls.items() if url and origin(url) == loss.url] or [loss.role]
+        roles = [role for role, url in urls.items() if origin(url) == loss.url] or [loss.role]
         out.append({**loss.to_dict(), "role": " and ".join(roles)})
     if LIVENESS.folder is not None:
         shutil.rmtree(LIVENESS.folder, ignore_errors=True)
@@ -775,7 +781,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         from tokenspec.core.interrupts import INTERRUPTS
 
         INTERRUPTS.uninstall()
-    if not _active(config) or hasattr(config, "workerinput") or not (out := config.getoption("--tokenspec-report")):
+    if not _active(config) or hasattr(config, "workerinput") or not (out := _run(config).report):
         return
     from tokenspec.core.transport import redact_folder
     from tokenspec.suite.fixtures import transport_from_config

@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokenspec import __version__
+from tokenspec.core.version import __version__
 from tokenspec.suite.causes import Cause, causes
 from tokenspec.suite.coverage import blind_spot_line, counts_by_level, unjudged
 from tokenspec.suite.results import CONTRACT_VERSION, LEVELS, TestResult, exit_code, inconclusive, is_failure, summarise
@@ -74,7 +74,8 @@ def report_dict(info: RunInfo, results: list[TestResult], collection_errors: lis
 
 
 def write_reports(out: Path, info: RunInfo, results: list[TestResult], collection_errors: list[str] | None = None,
-                  capabilities: dict | None = None) -> None:
+                  capabilities: dict | None = None) -> dict:
+    """Write report.json, summary.md and report.html into ``out``; returns report.json's data."""
     out.mkdir(parents=True, exist_ok=True)
     report = report_dict(info, results, collection_errors, capabilities)
     (out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
@@ -83,6 +84,7 @@ def write_reports(out: Path, info: RunInfo, results: list[TestResult], collectio
     from tokenspec.suite.report_html import write_html
 
     write_html(out, report)
+    return report
 
 
 def _prune_bodies(out: Path, results: list[TestResult]) -> None:

@@ -27,13 +27,14 @@ def _cases(config: pytest.Config) -> list:
     reports as its ``tokenizer_version`` (a claim its render and derender answers then have to bear out)."""
     from tokenspec.golden import find_golden, golden_of_fingerprint
     from tokenspec.suite.fixtures import transport_from_config
+    from tokenspec.suite.run_config import run_config
     from tokenspec.suite.target import model_card
 
-    tokenizer = config.getoption("--tokenspec-tokenizer", default=None)
-    if tokenizer:
-        golden = find_golden(Path(tokenizer))
-    elif url := config.getoption("--tokenspec-target", default=None):
-        card = model_card(url, transport_from_config(config), model=config.getoption("--tokenspec-model", default=None))
+    run = run_config(config)
+    if run is not None and run.tokenizer:
+        golden = find_golden(Path(run.tokenizer))
+    elif run is not None:
+        card = model_card(run.target, transport_from_config(config), model=run.model)
         golden = golden_of_fingerprint(str(card.get("tokenizer_version") or ""))
     else:
         golden = None

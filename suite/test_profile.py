@@ -9,10 +9,12 @@ from __future__ import annotations
 import pytest
 
 from tokenspec.suite.gating import not_tested
+from tokenspec.suite.run_config import run_config
 
 
 def _declarations(config: pytest.Config) -> list:
-    path = config.getoption("--tokenspec-profile", default=None)
+    run = run_config(config)
+    path = run.profile if run is not None else None
     if not path:
         return [pytest.param(None, id="no-profile")]
     from tokenspec.suite.profile import load_profile

@@ -216,7 +216,7 @@ def plugin_report(tiny_model, tmp_path_factory: pytest.TempPathFactory) -> tuple
             [sys.executable, "-m", "pytest", str(suite), "-c", str(suite / "pytest.ini"), "--rootdir", str(suite),
              "-p", "tokenspec.suite.plugin", "-p", "xdist.plugin", "-p", "no:cacheprovider", "-n", "2",
              "--tokenspec-target", url, "--tokenspec-report", str(report_dir), "--tokenspec-suite-dir", str(suite),
-             "--tokenspec-command", f"tokenspec run --target {url} --seed 1"],
+             "--tokenspec-seed", "1"],
             capture_output=True, text=True, timeout=300, env=env)
     assert (report_dir / "report.json").is_file(), done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads((report_dir / "report.json").read_text())

@@ -2,10 +2,11 @@
 
 pyproject.toml declares which folder installs as which ``tokenspec.*`` package; the layers stand on each other:
 
-- core (``tokenspec/core``, and the package's own ``__init__``) imports nothing of the others;
+- core (``tokenspec/core``) imports nothing of the others;
 - specs (``specs/``, ``golden/``: the spec and its golden answers, with their readers) only core;
 - suite (``suite/``) only core and specs; harness (``harness/``: the reference servers) only core and specs;
-- the application (the CLI, its commands, the runner, ``tokenspec/campaigns``, ``benchmarks/``) on top.
+- the application (the public API in ``tokenspec/__init__``, the CLI, its commands, the runner,
+  ``tokenspec/campaigns``, ``benchmarks/``) on top.
 
 No module imports another in a circle, and only ``tokenspec.__main__`` imports the CLI (what lies below runs it as
 a child process). Importing a module of one's own package implies its ``__init__``; that implied step is not an
@@ -36,7 +37,9 @@ ALLOWED = {
 
 def layer(module: str) -> str:
     parts = module.split(".")
-    if module == "tokenspec" or parts[1] == "core":
+    if module == "tokenspec":
+        return "application"  # the public API's front door (``tokenspec.run``)
+    if parts[1] == "core":
         return "core"
     if parts[1] in ("specs", "golden"):
         return "specs"
@@ -194,3 +197,10 @@ def test_only_the_entry_point_imports_the_cli() -> None:
     RunConfig, and whatever needs the CLI runs it as a child process)."""
     importers = sorted(name for name, deps in the_graph().items() if "tokenspec.cli" in deps)
     assert importers == ["tokenspec.__main__"]
+
+
+def test_the_run_configuration_is_read_from_pytest_options_in_one_place() -> None:
+    """``tokenspec run`` hands the suite a RunConfig object; only the builder for direct pytest runs reads the
+    plugin's options, so no part of the suite parses a command line back."""
+    readers = sorted(name for name, (source, _) in sources().items() if ".getoption(" in source)
+    assert readers == ["tokenspec.suite.run_config"]

@@ -208,7 +208,7 @@ def test_serve_frontend_announces_itself_and_logs_refusals_in_one_line(tiny_mode
     assert all(re.search(r" POST /\S+ -> 4\d\d: \S", line) for line in refusals), refusals
 
 
-def test_the_replay_command_names_everything_that_decides_the_verdict(tmp_path: Path, monkeypatch) -> None:
+def test_the_replay_command_names_everything_that_decides_the_verdict(monkeypatch) -> None:
     from tokenspec.core.config import RunConfig
     from tokenspec.runner import pytest_args
 
@@ -221,8 +221,7 @@ def test_the_replay_command_names_everything_that_decides_the_verdict(tmp_path: 
                                       "--api-key-env", "reference=REF_KEY", "--header", "X-Tenant: $TENANT",
                                       "--max-rps", "5"])
     config = RunConfig.from_args(args)
-    argv = pytest_args(config, tmp_path, 7)
-    command = argv[argv.index("--tokenspec-command") + 1]
+    command = config.replay_command(7)
     assert command == ("tokenspec run --target http://127.0.0.1:8000 --reference http://r:1 --model m"
                        " --tokenizer models/tiny --expectations e.yaml --profile p.yaml --seed 7 --level should"
                        " --max-examples 3 --api-key-env reference=REF_KEY --header 'X-Tenant: $TENANT'"
@@ -231,8 +230,11 @@ def test_the_replay_command_names_everything_that_decides_the_verdict(tmp_path: 
     assert (parsed.seed, parsed.level, parsed.max_examples, parsed.keyword) == (7, "should", 3, "test_a"), \
         "the command parses back, and a report's appended -k selects one test"
     assert RunConfig.from_args(parsed).transport == config.transport, "the transport survives the round trip"
-    assert "--tokenspec-api-key-env" in argv and "--tokenspec-max-rps" in argv, "the plugin gets the transport"
-    assert not any("sk-reference-secret" in part or "blue" in part for part in argv), "names travel, never values"
+    assert RunConfig.from_json(config.to_json()) == config, "the configuration crosses into xdist workers whole"
+    assert "sk-reference-secret" not in config.to_json() and "blue" not in config.to_json(), "names, never values"
+    argv = pytest_args(config)
+    assert not [part for part in argv if part.startswith("--tokenspec-")], \
+        "the configuration is handed to pytest as an object, never as flags to be parsed back"
     monkeypatch.delenv("REF_KEY")
     with pytest.raises(UsageError, match="REF_KEY"):
         RunConfig.from_args(args)

@@ -10,7 +10,6 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from tokenspec import __version__
 from tokenspec.commands import COMMANDS
 from tokenspec.commands.parsing import (
     EXIT_INTERRUPTED,
@@ -21,6 +20,7 @@ from tokenspec.commands.parsing import (
     Parser,
 )
 from tokenspec.core.errors import UsageError, one_line
+from tokenspec.core.version import __version__
 
 Handler = Callable[[argparse.Namespace], int]
 

@@ -44,4 +44,4 @@ def run_embedded(args: argparse.Namespace) -> int:
             # What the reference server declares (from a source checkout); PROFILE-001 checks each claim.
             profile=str(PROFILE) if PROFILE.is_file() else None,
             transport=Transport.from_flags(api_key_env=[EMBEDDED_KEY_ENV]),
-        ))
+        )).exit_code

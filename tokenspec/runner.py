@@ -16,8 +16,9 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import pytest  # imported with the runner, while interrupts are still held (tokenspec/core/interrupts.py)
 
@@ -28,61 +29,28 @@ from tokenspec.core.target import check_access, check_model_served, check_reacha
 from tokenspec.core.transport import Transport, redact, redact_folder
 
 
-def pytest_args(config: RunConfig, report_dir: Path, seed: int) -> list[str]:
+def pytest_args(config: RunConfig) -> list[str]:
+    """pytest's own flags for a suite run: where the suite is, which plugins, workers, -k and the hypothesis seed.
+    The run's configuration is not among them: it is handed to pytest as an object (``Handover``)."""
     from tokenspec.suite.plugin import SUITE_DIR
 
     out = [
-        str(SUITE_DIR),
-        "--rootdir",
-        str(SUITE_DIR),
-        "-c",
-        str(SUITE_DIR / "pytest.ini"),
-        "--import-mode=importlib",
-        "-p",
-        "no:cacheprovider",
+        str(SUITE_DIR), "--rootdir", str(SUITE_DIR), "-c", str(SUITE_DIR / "pytest.ini"), "--import-mode=importlib",
+        "-p", "no:cacheprovider",
         # The runner imports the plugin module before pytest does; its asserts need no rewriting.
-        "-W",
-        "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning",
+        "-W", "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning",
         # Plugins are named, not autoloaded (PYTEST_DISABLE_PLUGIN_AUTOLOAD, set by run): an autoloaded
         # plugin's whole distribution is assertion-rewritten, and with the suite's assertion-pass hook every
         # passing assert inside hypothesis then formats its operands (40x slower fuzzing).
-        "-p",
-        "tokenspec.suite.plugin",
-        "-p",
-        "xdist.plugin",
-        "-p",
-        "_hypothesis_pytestplugin",
-        "--tokenspec-target",
-        config.target,
-        "--tokenspec-report",
-        str(report_dir),
-        "--tokenspec-level",
-        config.level,
-        "--tokenspec-max-examples",
-        str(config.max_examples),
+        "-p", "tokenspec.suite.plugin", "-p", "xdist.plugin", "-p", "_hypothesis_pytestplugin",
+        # One seed drives hypothesis (every property test) and schemathesis; report.json records it, and
+        # `--seed` replays the same examples.
+        f"--hypothesis-seed={config.seed}",
     ]
-    for flag, value in (
-        ("--tokenspec-engine", config.engine),
-        ("--tokenspec-reference", config.reference),
-        ("--tokenspec-model", config.model),
-        ("--tokenspec-tokenizer", config.tokenizer),
-        ("--tokenspec-expectations", config.expectations),
-        ("--tokenspec-profile", config.profile),
-    ):
-        if value:
-            out += [flag, value]
-    # The transport travels as its own flags (variable names, never secrets), each under the plugin's prefix.
-    out += [f"--tokenspec-{flag[2:]}" if flag.startswith("--") else flag for flag in config.transport.flags()]
-    # One seed drives hypothesis (every property test) and schemathesis; it is printed in the report header
-    # and recorded in report.json, and `--seed` replays the same examples.
-    out += ["--tokenspec-seed", str(seed), f"--hypothesis-seed={seed}"]
-    out += ["--tokenspec-command", config.replay_command(seed)]
     if config.workers not in ("0", "1"):
         out += ["-n", config.workers, "--dist", "loadgroup"]
     if config.keyword:
         out += ["-k", config.keyword]
-    if config.no_shrink:
-        out += ["--tokenspec-no-shrink"]
     return out
 
 
@@ -112,7 +80,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         config = RunConfig.from_args(args)
     except KeyboardInterrupt:
         return _interrupted(report_dir, args.target, "")
-    return run(replace(config, report=str(report_dir)))
+    return run(replace(config, report=str(report_dir))).exit_code
 
 
 def check_servers(config: RunConfig) -> RunConfig:
@@ -143,30 +111,49 @@ def check_servers(config: RunConfig) -> RunConfig:
 ARTIFACTS = ("report.json", "summary.md", "report.html", "junit.xml")
 
 
-def run(config: RunConfig) -> int:
-    """Check the servers, run the suite, print the verdict; the exit code of ``tokenspec run``."""
+@dataclass(frozen=True)
+class RunResult:
+    """What a suite run gives a program: the exit code ``tokenspec run`` exits with (0 pass, 1 fail, 3 no verdict,
+    130/143 interrupted), the verdict's headline, the report folder and report.json's data (None when the run was
+    interrupted before the suite wrote it)."""
+
+    exit_code: int
+    headline: str
+    report_dir: Path
+    report: dict[str, Any] | None
+
+
+def run(config: RunConfig) -> RunResult:
+    """Check the servers, run the suite, print the verdict. A bad configuration (an unreachable URL, a missing
+    file) raises ``UsageError`` before any test runs."""
     report_dir = Path(config.report) if config.report else Path(tempfile.mkdtemp(prefix="tokenspec-"))
     seed = config.seed if config.seed is not None else random.randrange(1 << 31)
+    config = replace(config, report=str(report_dir), seed=seed)
+    from tokenspec.suite.run_config import Handover
+
+    handover = Handover(config)
     code: int = pytest.ExitCode.INTERRUPTED
     try:
         _clear(report_dir)
         INTERRUPTS.arm()  # from here to the suite's end an interrupt always leaves an INTERRUPTED report
-        config = check_servers(config)
+        config = handover.config = check_servers(config)
         _prepare_pytest_environment()
         INTERRUPTS.defer()  # pytest loads its plugins; the suite plugin arms again before the probe
         INTERRUPTS.insisting(True)
         with redacted_output(config.transport.secrets()):
-            code = pytest.main(pytest_args(config, report_dir, seed))
+            code = pytest.main(pytest_args(config), plugins=[handover])
     except KeyboardInterrupt:
         code = pytest.ExitCode.INTERRUPTED
     finally:
         INTERRUPTS.insisting(False)
-    report = report_dir / "report.json"
     if code == pytest.ExitCode.INTERRUPTED or INTERRUPTS.requested:
-        return _interrupted(report_dir, config.target, config.replay_command(seed), config.transport)
-    if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or not report.exists():
+        code = _interrupted(report_dir, config.target, config.replay_command(seed), config.transport)
+        written = report_dir / "report.json"
+        data = json.loads(written.read_text()) if written.exists() else None
+        return RunResult(code, data["headline"] if data else "INTERRUPTED", report_dir, data)
+    data = handover.report
+    if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or data is None:
         raise UsageError(f"the suite could not run (pytest exit code {int(code)}); see the output above")
-    data = json.loads(report.read_text())
     if data.get("collection_errors"):
         first = data["collection_errors"][0].splitlines()[-1] if data["collection_errors"][0] else ""
         raise UsageError(f"{len(data['collection_errors'])} suite module(s) failed to load ({first.strip()})")
@@ -195,13 +182,13 @@ def run(config: RunConfig) -> int:
     if code == EXIT_INCONCLUSIVE:
         print("tokenspec: no verdict: a server this run needs stopped answering; the tests that needed it after"
               " that are not tested (report.json: lost_servers). Restart it and run again.")
-        return code
+        return RunResult(code, data["headline"], report_dir, data)
     if config.require_judged and (gaps := blind(tests, config.require_judged)):
         print(f"tokenspec: FAIL (--require-judged {config.require_judged}): {len(gaps)} requirement(s) cited by this"
               f" run's tests were never judged: {', '.join(u.id for u in gaps[:12])}"
               f"{' ...' if len(gaps) > 12 else ''}")
         code = 1
-    return code
+    return RunResult(code, data["headline"], report_dir, data)
 
 
 def _fresh_report_dir(report: str | None) -> Path:

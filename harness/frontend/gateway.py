@@ -65,7 +65,9 @@ class Gateway:
         self.fe = frontend
         # vLLM's API server (uvicorn) closes a connection idle for 5 s, httpx's default expiry: a pooled connection
         # reused at that moment is closed under the request, which _post then sends once more on a new one.
-        self.client = httpx.AsyncClient(base_url=engine_url, timeout=httpx.Timeout(timeout, connect=5.0))
+        # A connection to the engine may take as long as an answer: on a loaded machine vLLM's API server accepted
+        # one only after more than 5 s (a 504 that judged the gateway, not the engine, in a run beside busy loops).
+        self.client = httpx.AsyncClient(base_url=engine_url, timeout=httpx.Timeout(timeout))
         self.max_concurrency = max_concurrency
         self.in_flight = 0
 

@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tokenspec import __version__
 from tokenspec.core.progress import step
+from tokenspec.core.version import __version__
 from tokenspec.harness.implementations import vllm
 from tokenspec.harness.implementations.base import REPORTS_DIR, Configuration, Deployment, started
 from tokenspec.harness.implementations.vllm import Vllm

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tokenspec import __version__
 from tokenspec.core.fingerprint import tokenizer_fingerprint
+from tokenspec.core.version import __version__
 from tokenspec.core.yaml_files import load_yaml
 from tokenspec.golden import GOLDEN_DIR
 

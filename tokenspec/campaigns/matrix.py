@@ -89,18 +89,18 @@ def run_cell(impl_name: str, family: str, out_dir: Path, *, seed: int, workers: 
         run = RunConfig(target=deployment.target, engine=deployment.engine, reference=deployment.reference,
                         tokenizer=str(folder), model=name, seed=seed, max_examples=max_examples,
                         report=str(run_dir), expectations=_relative(expectations) if expectations else None,
-                        profile=_relative(deployment.profile) if deployment.profile else None)
-        command = ["tokenspec", "run", *run.cli_args(), "-n", str(workers)]
+                        profile=_relative(deployment.profile) if deployment.profile else None, workers=str(workers))
         print(f"tokenspec: {impl.title} {deployment.version} on {family} ({config.describe()}): {deployment.roles}",
               flush=True)
-        code = subprocess.call([sys.executable, "-m", *command])
+        code = subprocess.call(run.child_command())
         speed = _speed(deployment.target, folder, config, run_dir, speed_requests) if speed_requests else None
     if code not in (0, 1):
         raise UsageError(f"the suite could not run against {deployment.key} on {family} (exit {code})")
     report = json.loads((run_dir / "report.json").read_text())
     cell = CellRun(deployment.implementation, deployment.version, deployment.platform, family, run_dir.name,
                    report["headline"], code, round(time.monotonic() - started, 1), deployment.roles,
-                   _relative(expectations) if expectations else None, " ".join(command), speed)
+                   _relative(expectations) if expectations else None,
+                   " ".join(["tokenspec", *run.child_command()[3:]]), speed)
     (run_dir / "cell.json").write_text(json.dumps(asdict(cell), indent=2) + "\n")
     return cell
 

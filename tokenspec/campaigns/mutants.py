@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tokenspec.core.config import RunConfig
 from tokenspec.core.errors import UsageError
 from tokenspec.core.progress import say, seconds
-from tokenspec.core.transport import Transport, redact_folder
+from tokenspec.core.transport import DEFAULT_TIMEOUTS, Transport, redact_folder
 from tokenspec.harness.loopback import running_app
 from tokenspec.harness.mutants.defects import CATALOGUE, DEFECTS, Defect
 from tokenspec.harness.mutants.proxy import MutantProxy
@@ -174,20 +174,18 @@ def _proxies(options: Options) -> Iterator[tuple[MutantProxy, ...]]:
 
 
 def _suite(options: Options, proxies: Sequence[MutantProxy], report: Path) -> dict[str, Any]:
-    command = [sys.executable, "-m", "tokenspec", "run", "--target", proxies[0].url,
-               "--report", str(report), "--seed", str(options.seed), "-n", options.workers,
-               "--max-examples", str(options.max_examples), "--timeout", str(options.timeout),
-               "-k", " and ".join([f"not {name}" for name in EXCLUDED] + ([f"({options.select})"] if options.select
-                                                                                   else [])),
-               "--no-shrink",  # detection needs one failing example, not the smallest one
-               *options.transport.flags()]
-    if len(proxies) > 1:
-        command += ["--engine", proxies[1].url]
-    for flag, value in (("--reference", options.reference), ("--tokenizer", options.tokenizer),
-                        ("--profile", options.profile), ("--expectations", options.expectations),
-                        ("--model", options.model)):
-        if value:
-            command += [flag, value]
+    # Every role's timeout is the campaign's, unless the transport sets its own.
+    access = {role: a if a.timeout != DEFAULT_TIMEOUTS[role] else replace(a, timeout=options.timeout)
+              for role, a in options.transport.access.items()}
+    run = RunConfig(
+        target=proxies[0].url, engine=proxies[1].url if len(proxies) > 1 else None, reference=options.reference,
+        tokenizer=options.tokenizer, profile=options.profile, expectations=options.expectations, model=options.model,
+        report=str(report), seed=options.seed, workers=options.workers, max_examples=options.max_examples,
+        keyword=" and ".join([f"not {name}" for name in EXCLUDED] + ([f"({options.select})"] if options.select
+                                                                     else [])),
+        no_shrink=True,  # detection needs one failing example, not the smallest one
+        transport=replace(options.transport, access=access))
+    command = run.child_command()
     done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
     path = report / "report.json"
     if not path.is_file():

@@ -36,9 +36,9 @@ def _arguments(raw: Any) -> Any:
     return raw
 
 
-def tool_signature(calls: list[dict[str, Any]] | None) -> list[tuple[str, Any]]:
+def tool_signature(calls: list[dict[str, Any]] | None) -> list[tuple[str | None, Any]]:
     """(name, parsed arguments) per call: ids and argument formatting are not part of the contract."""
-    out = []
+    out: list[tuple[str | None, Any]] = []
     for call in calls or []:
         function = call.get("function") or {}
         out.append((function.get("name"), _arguments(function.get("arguments"))))

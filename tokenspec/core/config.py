@@ -1,15 +1,18 @@
 """One typed configuration of a suite run.
 
 The CLI builds a :class:`RunConfig` from its flags (:meth:`RunConfig.from_args`); the embedded job, the
-matrix and the mutants campaign build one directly. :meth:`RunConfig.cli_args` is the only way back to
-flags: the replay command a report prints, and the command line of a run started as a child process.
+matrix and the mutants campaign build one directly. It crosses into pytest as an object (and into xdist
+workers as :meth:`RunConfig.to_json`'s text), never as flags; :meth:`RunConfig.cli_args` is the only way back
+to flags: the replay command a report prints, and the command line of a run started as a child process.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
-from dataclasses import dataclass, field
+import sys
+from dataclasses import dataclass, field, fields
 
 from tokenspec.core.target import normalise_url
 from tokenspec.core.transport import Transport
@@ -50,6 +53,16 @@ class RunConfig:
             transport=Transport.from_args(args),
         )
 
+    def to_json(self) -> str:
+        """The whole configuration as text (secrets only by the names of the variables that hold them)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "transport"}
+        return json.dumps({**data, "transport": json.loads(self.transport.to_json())})
+
+    @classmethod
+    def from_json(cls, text: str) -> RunConfig:
+        data = json.loads(text)
+        return cls(**{**data, "transport": Transport.from_json(json.dumps(data["transport"]))})
+
     @property
     def generate_url(self) -> str:
         return self.engine or self.target
@@ -79,6 +92,11 @@ class RunConfig:
         if self.keyword:
             parts += ["-k", self.keyword]
         return parts
+
+    def child_command(self) -> list[str]:
+        """This run as a child process (``python -m tokenspec run ...``, with its report folder and workers): how a
+        campaign runs the suite, each run with its own pytest, interrupts and exit code."""
+        return [sys.executable, "-m", "tokenspec", "run", *self.cli_args(), "-n", self.workers]
 
     def replay_command(self, seed: int) -> str:
         """The ``tokenspec run`` command that replays this run: same servers, model, files, seed, level and

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 from tokenspec.core.errors import UsageError
 
@@ -26,7 +27,7 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def fingerprint_of(tokenizer_json: bytes, config: dict) -> str:
+def fingerprint_of(tokenizer_json: bytes, config: dict[str, Any]) -> str:
     doc = {
         "tokenizer_json_sha256": sha256(tokenizer_json),
         "chat_template": config.get("chat_template"),

@@ -71,8 +71,7 @@ def check_access(url: str, transport: Transport, role: str = "target", timeout: 
     try:
         with transport.client(role, timeout=timeout) as client:
             for method, route in ACCESS_PROBES[role]:
-                status = client.request(method, f"{url}{route}", **({"json": {}} if method == "POST" else {})
-                                        ).status_code
+                status = client.request(method, f"{url}{route}", json={} if method == "POST" else None).status_code
                 if status in (401, 403):
                     break
     except httpx.HTTPError:

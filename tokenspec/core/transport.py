@@ -61,7 +61,7 @@ class Header:
         return [a or b for a, b in _ENV_REF.findall(self.value)]
 
     def resolved(self) -> str:
-        def value_of(match: re.Match) -> str:
+        def value_of(match: re.Match[str]) -> str:
             name = match.group(1) or match.group(2)
             if name not in os.environ:
                 raise UsageError(f"--header {self.name}: environment variable {name} is not set")
@@ -310,7 +310,7 @@ def redact_folder(out: Path, secrets: Mapping[str, str]) -> None:
         return
     import html
 
-    pairs = []
+    pairs: list[tuple[bytes, bytes]] = []
     for value, ref in secrets.items():
         for form in {value, json.dumps(value)[1:-1], html.escape(value), html.escape(value, quote=False)}:
             pairs.append((form.encode(), ref.encode()))
@@ -320,8 +320,8 @@ def redact_folder(out: Path, secrets: Mapping[str, str]) -> None:
             continue
         data = path.read_bytes()
         clean = data
-        for value, ref in pairs:
-            clean = clean.replace(value, ref)
+        for secret, name in pairs:
+            clean = clean.replace(secret, name)
         if clean != data:
             path.write_bytes(clean)
 
@@ -389,7 +389,7 @@ def retry_wait(retry_after: str | None, attempt: int, max_wait: float = 30.0) ->
     return min(max_wait, max(0.0, seconds))
 
 
-_POLICIES: dict[tuple, _Policy] = {}
+_POLICIES: dict[tuple[int | None, float | None, int, float], _Policy] = {}
 _POLICIES_LOCK = threading.Lock()
 
 

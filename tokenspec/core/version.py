@@ -1,0 +1,3 @@
+"""The package's version, for every layer that records it (reports, golden files, the reference server)."""
+
+__version__ = "0.1.0"
