@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_core_is_strictly_typed(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--cache-dir", str(tmp_path / "cache"),
-                           "-p", "tokenspec.core"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent",
+                           "--cache-dir", str(tmp_path / "cache"), "-p", "tokenspec.core"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
