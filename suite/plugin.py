@@ -6,7 +6,7 @@ report files. The plugin
 - validates at collection that every suite test cites known requirement IDs (an uncited test is an error),
 - derives each test's level (the strongest level among its requirements) and applies ``--tokenspec-level``,
 - applies the expectations file as strict xfail,
-- gates every test through ``suite/gating.py`` (requirement features, roles, profile and probe decisions):
+- gates every test through ``suite/engine/gating.py`` (requirement features, roles, profile and probe decisions):
   ``unsupported`` and ``not_tested`` results are counted apart, never as passes or failures,
 - reports a test that completed without a single check as an error (a vacuous pass is not a pass),
 - charges a failure to the requirement(s) its message names (``[AREA-NNN]``), so a SHOULD check never fails
@@ -40,15 +40,23 @@ from tokenspec.core.liveness import LIVENESS, LIVENESS_ENV, ServerLost
 from tokenspec.core.phases import CLOCK
 from tokenspec.core.progress import Counter
 from tokenspec.specs.catalogue import Requirement
-from tokenspec.suite.checks import CHECKS, LAST_REQUEST, SERVER
-from tokenspec.suite.gating import anchored_roles
-from tokenspec.suite.results import LEVELS, MAX_OPERAND, NOT_TESTED_PREFIX, UNSUPPORTED_PREFIX, TestResult, safe_name
-from tokenspec.suite.run_config import WORKER_KEY, handover, run_config, suite_dir
+from tokenspec.suite.engine.checks import CHECKS, LAST_REQUEST, SERVER
+from tokenspec.suite.engine.gating import anchored_roles
+from tokenspec.suite.engine.results import (
+    LEVELS,
+    MAX_OPERAND,
+    NOT_TESTED_PREFIX,
+    UNSUPPORTED_PREFIX,
+    TestResult,
+    safe_name,
+)
+from tokenspec.suite.engine.run_config import WORKER_KEY, handover, run_config, suite_dir
 
 SUITE_DIR = Path(__file__).resolve().parent
 _REQ_ID = re.compile(r"\[([A-Z]+-\d{3})\]")
 #: Modules outside the test files whose asserts are checks of the running test (rewritten, so they count).
-HELPER_MODULES = ("tokenspec.suite.client", "tokenspec.suite.pipeline", "tokenspec.suite.derender_checks")
+HELPER_MODULES = ("tokenspec.suite.engine.client", "tokenspec.suite.oracles.pipeline",
+                  "tokenspec.suite.oracles.derender_checks")
 #: A failing request's body larger than this is not saved under bodies/ (the oversized-body tests send 64 MiB).
 MAX_SAVED_BODY = 4 << 20
 
@@ -112,7 +120,7 @@ def pytest_configure(config: pytest.Config) -> None:
     pytest.register_assert_rewrite(*HELPER_MODULES)
     config.pluginmanager.register(_LostDuringSetup(), "tokenspec-lost-during-setup")
     CHECKS.active = bool(config.getini("enable_assertion_pass_hook"))
-    config.pluginmanager.import_plugin("tokenspec.suite.fixtures")
+    config.pluginmanager.import_plugin("tokenspec.suite.engine.fixtures")
     report_dir = _run(config).report
     if report_dir and not config.option.xmlpath:
         # Runs before pytest's junitxml plugin configures itself, so it picks the path up.
@@ -120,9 +128,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput") and not config.option.collectonly:
         import tokenizers  # noqa: F401 - C extensions load before the probe arms interrupts, never halfway
 
-        import tokenspec.suite.probe  # noqa: F401
+        import tokenspec.suite.engine.probe  # noqa: F401
         from tokenspec.core.interrupts import INTERRUPTS
-        from tokenspec.suite.fixtures import decide_capabilities
+        from tokenspec.suite.engine.fixtures import decide_capabilities
 
         INTERRUPTS.arm()  # the suite's modules are loaded: a signal from now on stops the run
         config.stash[_CAPABILITIES] = decide_capabilities(config)
@@ -147,7 +155,7 @@ def _watch_servers(config: pytest.Config) -> None:
     Each server is asked once now: one that died while it was probed is lost before any test."""
     import tempfile
 
-    from tokenspec.suite.fixtures import transport_from_config
+    from tokenspec.suite.engine.fixtures import transport_from_config
 
     os.environ[LIVENESS_ENV] = tempfile.mkdtemp(prefix="tokenspec-liveness-")
     LIVENESS.watch(os.environ[LIVENESS_ENV])
@@ -212,7 +220,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     expectations = []
     run = run_config(config)
     if run is not None and run.expectations:
-        from tokenspec.suite.expectations import folder_family, for_family, load_expectations
+        from tokenspec.suite.engine.expectations import folder_family, for_family, load_expectations
 
         expectations = for_family(load_expectations(run.expectations), folder_family(run.tokenizer))
     threshold = LEVELS.index((run.level if run is not None else "may").upper())
@@ -234,7 +242,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             drop.append(item)
             continue
         keep.append(item)
-        from tokenspec.suite.expectations import find
+        from tokenspec.suite.engine.expectations import find
 
         if expected := find(expectations, item.nodeid, ids):
             item.stash[_EXPECTATION] = expected
@@ -292,7 +300,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     versioned = any(r.since or r.until for r in cited)
     if not (features or roles or versioned):
         return
-    from tokenspec.suite.fixtures import run_capabilities
+    from tokenspec.suite.engine.fixtures import run_capabilities
 
     caps = run_capabilities(item.config)
     if roles and not any(caps.has(role) for role in roles):
@@ -439,7 +447,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if report.failed and "actual" in comparison:
             report.user_properties += [("expected", comparison["expected"]), ("actual", comparison["actual"]),
                                        ("comparison", comparison["op"])]
-            from tokenspec.suite.token_text import decoded
+            from tokenspec.suite.oracles.token_text import decoded
 
             texts = decoded(comparison["expected"], comparison["actual"], lambda ids: _decode(item.config, ids))
             if any(texts):
@@ -473,8 +481,8 @@ _CODEC = pytest.StashKey[object]()
 def _decode(config: pytest.Config, ids: list[int]) -> str:
     """Token ids as the run's codec reads them, special tokens visible (a failure's ids shown as text)."""
     if _CODEC not in config.stash:
-        from tokenspec.suite.fixtures import target_from_config
-        from tokenspec.suite.target import Codec
+        from tokenspec.suite.engine.fixtures import target_from_config
+        from tokenspec.suite.engine.target import Codec
 
         config.stash[_CODEC] = Codec(target_from_config(config))
     try:
@@ -509,7 +517,7 @@ def charged_server(config: pytest.Config, role: str, base_url: str, failed: list
 
 def _apply_expectation(report: pytest.TestReport, expected: list) -> None:
     """Known failure = every cause of the failure is explained by an expectation; anything else is new."""
-    from tokenspec.suite.expectations import unexplained
+    from tokenspec.suite.engine.expectations import unexplained
 
     described = "; ".join(e.describe() for e in expected)
     if report.passed and all(e.may_pass for e in expected):
@@ -560,7 +568,7 @@ def _message(report: pytest.TestReport) -> str:
     if "expectation_mismatch" in props:
         return f"NEW CAUSE: {props['expectation_mismatch']}:\n{_message_of(report)}"
     if report.skipped and _outcome(report) == "error":
-        return f"skipped outside the gating module (suite/gating.py): {_message_of(report)}"
+        return f"skipped outside the gating module (suite/engine/gating.py): {_message_of(report)}"
     return _message_of(report)
 
 
@@ -693,7 +701,7 @@ def _expectations_header(config: pytest.Config) -> str:
     path = _run(config).expectations
     if not path:
         return ""
-    from tokenspec.suite.expectations import folder_family, load_expectations_file
+    from tokenspec.suite.engine.expectations import folder_family, load_expectations_file
 
     family = folder_family(_run(config).tokenizer)
     scope = f"; entries of model family {family} and of every family" if family else (
@@ -713,11 +721,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     interrupted = INTERRUPTS.requested or exitstatus == pytest.ExitCode.INTERRUPTED
     if interrupted:
         INTERRUPTS.finishing()
-    from tokenspec.suite.fixtures import CAPABILITIES_ENV
+    from tokenspec.suite.engine.fixtures import CAPABILITIES_ENV
 
     if decisions := os.environ.pop(CAPABILITIES_ENV, None):
         Path(decisions).unlink(missing_ok=True)
-    from tokenspec.suite.report import RunInfo, write_reports
+    from tokenspec.suite.reporting.report import RunInfo, write_reports
 
     started, started_at = config.stash[_STARTED]
     run = _run(config)
@@ -784,6 +792,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if not _active(config) or hasattr(config, "workerinput") or not (out := _run(config).report):
         return
     from tokenspec.core.transport import redact_folder
-    from tokenspec.suite.fixtures import transport_from_config
+    from tokenspec.suite.engine.fixtures import transport_from_config
 
     redact_folder(Path(out), transport_from_config(config).secrets())

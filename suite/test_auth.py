@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from tokenspec.suite.builders import ENDPOINT_ROUTES, valid_body
-from tokenspec.suite.checks import LAST_REQUEST
-from tokenspec.suite.client import SuiteClient
-from tokenspec.suite.gating import not_tested
-from tokenspec.suite.schemas import validate_response
+from tokenspec.suite.engine.checks import LAST_REQUEST
+from tokenspec.suite.engine.client import SuiteClient
+from tokenspec.suite.engine.gating import not_tested
+from tokenspec.suite.oracles.builders import ENDPOINT_ROUTES, valid_body
+from tokenspec.suite.oracles.schemas import validate_response
 
 #: What a refused request carries in place of the run's key.
 REFUSED = {"no Authorization": None, "Basic scheme": "Basic dG9rZW5zcGVjOnRva2Vuc3BlYw==",

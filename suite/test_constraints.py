@@ -1,6 +1,6 @@
 """Bad input, whatever the seed: every constraint of every request schema is violated once per run (ERROR-015).
 
-``suite/constraints.py`` writes one mutation per constraint (type, enum, bound, item count, required key) of
+``suite/oracles/constraints.py`` writes one mutation per constraint (type, enum, bound, item count, required key) of
 a body the target accepts, the generate responses embedded in derender bodies included; each must be refused
 with a 4xx (never a 2xx, never a 5xx). Random fuzzing (``test_fuzz.py``) stays on top of this for the cases
 no single constraint describes.
@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from tokenspec.suite.builders import ENDPOINT_ROUTES, valid_body
-from tokenspec.suite.constraints import violations
-from tokenspec.suite.probe import OPTIONAL_FIELDS
+from tokenspec.suite.engine.probe import OPTIONAL_FIELDS
+from tokenspec.suite.oracles.builders import ENDPOINT_ROUTES, valid_body
+from tokenspec.suite.oracles.constraints import violations
 
 #: Accepted violations listed in a failure message (all are counted).
 MAX_LISTED = 25

@@ -17,8 +17,9 @@ from tokenspec.specs.parser_families import (
     keeps_special_tokens,
     shapes,
 )
-from tokenspec.suite import strategies
-from tokenspec.suite.builders import (
+from tokenspec.suite.engine.gating import not_tested, unsupported
+from tokenspec.suite.oracles import strategies
+from tokenspec.suite.oracles.builders import (
     TOOL,
     chat_derender,
     chat_request,
@@ -27,14 +28,13 @@ from tokenspec.suite.builders import (
     generate_response,
     visible_text,
 )
-from tokenspec.suite.derender_checks import (
+from tokenspec.suite.oracles.derender_checks import (
     assert_split,
     assert_tool_call_ids,
     configured_split,
     derender_choice,
     tool_call_shapes,
 )
-from tokenspec.suite.gating import not_tested, unsupported
 
 CHAT = "/v1/chat/completions/derender"
 COMPLETIONS = "/v1/completions/derender"

@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 
 from tokenspec.core.transport import retry_wait
-from tokenspec.suite.builders import (
+from tokenspec.suite.engine.checks import note_server
+from tokenspec.suite.engine.gating import not_tested
+from tokenspec.suite.oracles.builders import (
     ENDPOINT_ROUTES,
     chat_derender,
     choice,
     generate_response,
     valid_body,
 )
-from tokenspec.suite.checks import note_server
-from tokenspec.suite.gating import not_tested
 
 #: Per endpoint: a required field and a wrongly typed value for it.
 _WRONG_FIELD: dict[str, tuple[str, Any]] = {

@@ -23,10 +23,10 @@ from jsonschema.exceptions import best_match
 
 from tokenspec.core.transport import EXHAUSTED
 from tokenspec.specs.openapi import SPEC_DIR, load_document
-from tokenspec.suite.checks import note_server
-from tokenspec.suite.client import RecordedRequest, check_schema
-from tokenspec.suite.gating import GET_ROLES, not_tested
-from tokenspec.suite.schemas import SchemaViolation
+from tokenspec.suite.engine.checks import note_server
+from tokenspec.suite.engine.client import RecordedRequest, check_schema
+from tokenspec.suite.engine.gating import GET_ROLES, not_tested
+from tokenspec.suite.oracles.schemas import SchemaViolation
 
 DOCUMENTS = ("render.yaml", "derender.yaml", "generate.yaml", "utilities.yaml")
 MAX_REPORTED = 5
@@ -74,7 +74,7 @@ def _bounded(path: str, body: Any) -> Any:
 
 
 def _unsupported_role(capabilities, base: str, method: str, path: str, body: Any) -> bool:
-    from tokenspec.suite.gating import role_of
+    from tokenspec.suite.engine.gating import role_of
 
     role = role_of(base, method, path, body)
     decision = capabilities.decisions.get(role) if role else None

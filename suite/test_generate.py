@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tokenspec.suite import strategies
-from tokenspec.suite.builders import generate_request
-from tokenspec.suite.gating import not_tested
-from tokenspec.suite.pipeline import generate_prompt
-from tokenspec.suite.target import card_max_model_len
+from tokenspec.suite.engine.gating import not_tested
+from tokenspec.suite.engine.target import card_max_model_len
+from tokenspec.suite.oracles import strategies
+from tokenspec.suite.oracles.builders import generate_request
+from tokenspec.suite.oracles.pipeline import generate_prompt
 
 GENERATE = "/inference/v1/generate"
 FINISH_REASONS = {"stop", "length", "abort"}
@@ -20,7 +20,7 @@ FINISH_REASONS = {"stop", "length", "abort"}
 
 @pytest.fixture
 def prompt(request, api, target, capabilities) -> list[int]:
-    """A realistic prompt: the target's render of a one-turn chat, else its words encoded (suite/pipeline.py)."""
+    """A realistic prompt: the target's render of a one-turn chat, else its words encoded (oracles/pipeline.py)."""
     codec = request.getfixturevalue("codec") if capabilities.has("codec") else None
     return generate_prompt(api, target.model, capabilities, codec)
 

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from tokenspec.suite.builders import TOOL, chat_request
-from tokenspec.suite.client import SuiteClient
-from tokenspec.suite.gating import not_tested
-from tokenspec.suite.pipeline import engine_finish_reason
-from tokenspec.suite.probe import parse_context_of
+from tokenspec.suite.engine.client import SuiteClient
+from tokenspec.suite.engine.gating import not_tested
+from tokenspec.suite.engine.probe import parse_context_of
+from tokenspec.suite.oracles.builders import TOOL, chat_request
+from tokenspec.suite.oracles.pipeline import engine_finish_reason
 
 GENERATE = "/inference/v1/generate"
 ABORT = "/inference/v1/abort_requests"

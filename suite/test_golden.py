@@ -18,17 +18,17 @@ from pathlib import Path
 import pytest
 
 from tokenspec.specs.parser_families import Split
-from tokenspec.suite.derender_checks import assert_split, configured_split
-from tokenspec.suite.gating import not_tested
+from tokenspec.suite.engine.gating import not_tested
+from tokenspec.suite.oracles.derender_checks import assert_split, configured_split
 
 
 def _cases(config: pytest.Config) -> list:
     """The golden file of the model folder's fingerprint; without a folder, of the fingerprint the target itself
     reports as its ``tokenizer_version`` (a claim its render and derender answers then have to bear out)."""
     from tokenspec.golden import find_golden, golden_of_fingerprint
-    from tokenspec.suite.fixtures import transport_from_config
-    from tokenspec.suite.run_config import run_config
-    from tokenspec.suite.target import model_card
+    from tokenspec.suite.engine.fixtures import transport_from_config
+    from tokenspec.suite.engine.run_config import run_config
+    from tokenspec.suite.engine.target import model_card
 
     run = run_config(config)
     if run is not None and run.tokenizer:

@@ -24,10 +24,10 @@ from hypothesis import strategies as st
 
 from tokenspec.core.compare import assemble_chat_stream, compare_chat, compare_completions, compare_logprobs
 from tokenspec.specs.parser_families import keeps_special_tokens
-from tokenspec.suite import strategies
-from tokenspec.suite.builders import TOOL
-from tokenspec.suite.gating import not_tested
-from tokenspec.suite.pipeline import (
+from tokenspec.suite.engine.gating import not_tested
+from tokenspec.suite.oracles import strategies
+from tokenspec.suite.oracles.builders import TOOL
+from tokenspec.suite.oracles.pipeline import (
     CHAT_RENDER,
     chat_pipeline,
     derender_coupled_ids,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from tokenspec.suite.gating import not_tested
-from tokenspec.suite.run_config import run_config
+from tokenspec.suite.engine.gating import not_tested
+from tokenspec.suite.engine.run_config import run_config
 
 
 def _declarations(config: pytest.Config) -> list:
@@ -17,7 +17,7 @@ def _declarations(config: pytest.Config) -> list:
     path = run.profile if run is not None else None
     if not path:
         return [pytest.param(None, id="no-profile")]
-    from tokenspec.suite.profile import load_profile
+    from tokenspec.suite.engine.profile import load_profile
 
     profile = load_profile(path)
     items = [(f, "offered" if on else "unsupported") for f, on in profile.features.items()]

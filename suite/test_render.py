@@ -9,9 +9,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from tokenspec.specs.openapi import component_validator
-from tokenspec.suite import strategies
-from tokenspec.suite.builders import TOOL, chat_request
-from tokenspec.suite.gating import not_tested
+from tokenspec.suite.engine.gating import not_tested
+from tokenspec.suite.oracles import strategies
+from tokenspec.suite.oracles.builders import TOOL, chat_request
 
 CHAT = "/v1/chat/completions/render"
 COMPLETIONS = "/v1/completions/render"

@@ -1,8 +1,9 @@
 """The other request dialects render serves: Anthropic Messages and stateless Responses (RENDER-026..RENDER-033).
 
-Each dialect's request stands for a chat request (``suite/dialects.py``, the spec's mapping); the oracle renders that
-chat request with transformers, as chat render's own oracle does, so a converter that drops the system prompt,
-ignores instructions, misplaces a tool result or loses a parameter gives other token_ids than the template does.
+Each dialect's request stands for a chat request (``suite/oracles/dialects.py``, the spec's mapping); the oracle
+renders that chat request with transformers, as chat render's own oracle does, so a converter that drops the system
+prompt, ignores instructions, misplaces a tool result or loses a parameter gives other token_ids than the template
+does.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from typing import Any
 import pytest
 from hypothesis import example, given
 
-from tokenspec.suite import strategies
-from tokenspec.suite.builders import USER_HELLO
-from tokenspec.suite.dialects import messages_as_chat, responses_as_chat
-from tokenspec.suite.gating import not_tested
+from tokenspec.suite.engine.gating import not_tested
+from tokenspec.suite.oracles import strategies
+from tokenspec.suite.oracles.builders import USER_HELLO
+from tokenspec.suite.oracles.dialects import messages_as_chat, responses_as_chat
 
 MESSAGES = "/v1/messages/render"
 RESPONSES = "/v1/responses/render"

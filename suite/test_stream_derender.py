@@ -11,8 +11,10 @@ from hypothesis import strategies as st
 
 from tokenspec.specs.openapi import component_validator, load_document
 from tokenspec.specs.parser_families import shapes
-from tokenspec.suite import strategies
-from tokenspec.suite.builders import (
+from tokenspec.suite.engine.gating import not_tested
+from tokenspec.suite.engine.probe import WINDOWS
+from tokenspec.suite.oracles import strategies
+from tokenspec.suite.oracles.builders import (
     chat_derender,
     chat_request,
     choice,
@@ -21,9 +23,7 @@ from tokenspec.suite.builders import (
     plain_chat_request,
     visible_text,
 )
-from tokenspec.suite.derender_checks import derender_request, tool_call_shapes
-from tokenspec.suite.gating import not_tested
-from tokenspec.suite.probe import WINDOWS
+from tokenspec.suite.oracles.derender_checks import derender_request, tool_call_shapes
 
 CHAT = "/v1/chat/completions/derender"
 COMPLETIONS = "/v1/completions/derender"

@@ -10,8 +10,8 @@ from collections import defaultdict
 
 import pytest
 
-from tokenspec.suite.builders import generate_request
-from tokenspec.suite.pipeline import generate_prompt
+from tokenspec.suite.oracles.builders import generate_request
+from tokenspec.suite.oracles.pipeline import generate_prompt
 
 GENERATE = "/inference/v1/generate"
 FINISH_REASONS = {"stop", "length", "abort"}
@@ -21,7 +21,7 @@ SEEDED = {"temperature": 1.0, "seed": 5, "max_tokens": 12, "ignore_eos": True}
 
 @pytest.fixture
 def prompt(request, api, target, capabilities) -> list[int]:
-    """The target's render of a one-turn chat, else its words encoded (suite/pipeline.py)."""
+    """The target's render of a one-turn chat, else its words encoded (suite/oracles/pipeline.py)."""
     codec = request.getfixturevalue("codec") if capabilities.has("codec") else None
     return generate_prompt(api, target.model, capabilities, codec)
 

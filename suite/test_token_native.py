@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tokenspec.specs.openapi import schema_validator
-from tokenspec.suite import strategies
+from tokenspec.suite.oracles import strategies
 
 RENDER = "/v1/chat/completions/render"
 CHAT = "/v1/chat/completions"

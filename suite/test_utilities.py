@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import example, given
 
-from tokenspec.suite import strategies
+from tokenspec.suite.oracles import strategies
 
 
 @pytest.mark.req("UTIL-001")

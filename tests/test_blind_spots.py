@@ -1,14 +1,14 @@
-"""What a run did not judge, and whose answer broke what it did: no-server units of suite/coverage.py, the
-role-aware verdict (suite/results.py) and the constraint walker (suite/constraints.py)."""
+"""What a run did not judge, and whose answer broke what it did: no-server units of suite/reporting/coverage.py, the
+role-aware verdict (suite/engine/results.py) and the constraint walker (suite/oracles/constraints.py)."""
 
 from __future__ import annotations
 
 from tokenspec.specs.openapi import request_schema
-from tokenspec.suite.builders import chat_derender, choice, completions_derender, generate_response
-from tokenspec.suite.constraints import violations
-from tokenspec.suite.coverage import blind, unjudged
-from tokenspec.suite.report import headline
-from tokenspec.suite.results import TestResult, exit_code, summarise
+from tokenspec.suite.engine.results import TestResult, exit_code, summarise
+from tokenspec.suite.oracles.builders import chat_derender, choice, completions_derender, generate_response
+from tokenspec.suite.oracles.constraints import violations
+from tokenspec.suite.reporting.coverage import blind, unjudged
+from tokenspec.suite.reporting.report import headline
 
 ENGINE_HINT = "not tested: generate: not hosted: POST /inference/v1/generate answered 404; pass --engine URL (x)"
 

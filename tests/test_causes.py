@@ -1,5 +1,5 @@
-"""Failures grouped by cause (suite/causes.py) and token ids shown as text (suite/token_text.py): one defect
-reads as one cause however many tests it broke, two defects never read as one, and a difference of ids reads
+"""Failures grouped by cause (suite/reporting/causes.py) and token ids shown as text (suite/oracles/token_text.py):
+one defect reads as one cause however many tests it broke, two defects never read as one, and a difference of ids reads
 as the text that differs."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import json
 
 from tokenizers import Tokenizer
 
-from tokenspec.suite.causes import causes, normalised, signature
-from tokenspec.suite.report import cause_lines
-from tokenspec.suite.results import TestResult
-from tokenspec.suite.token_text import decoded, first_difference, id_pairs
+from tokenspec.suite.engine.results import TestResult
+from tokenspec.suite.oracles.token_text import decoded, first_difference, id_pairs
+from tokenspec.suite.reporting.causes import causes, normalised, signature
+from tokenspec.suite.reporting.report import cause_lines
 
 
 def failed(nodeid: str, ids: list[str], message: str, **kw) -> TestResult:

@@ -17,7 +17,7 @@ import pytest
 from tokenspec.harness.frontend.chat_template import wants_content_parts
 from tokenspec.harness.implementations import vllm
 from tokenspec.harness.models import sources
-from tokenspec.suite.render_oracle import _loops_over_content
+from tokenspec.suite.oracles.render_oracle import _loops_over_content
 
 pytestmark = pytest.mark.vllm
 

@@ -25,7 +25,7 @@ from tokenspec.harness.implementations.base import Configuration
 from tokenspec.harness.implementations.vllm_release import VllmRelease
 from tokenspec.harness.models.families import FAMILY_PARSERS
 from tokenspec.harness.processes import ServerProcess, free_port
-from tokenspec.suite.strategies import anthropic_requests, responses_requests
+from tokenspec.suite.oracles.strategies import anthropic_requests, responses_requests
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 FAMILIES = ("tiny", "qwen3", "llama3", "deepseek-r1")

@@ -30,7 +30,7 @@ from tokenspec.harness.implementations import vllm
 from tokenspec.harness.loopback import running_app
 from tokenspec.harness.models.families import FAMILY_PARSERS
 from tokenspec.specs.parser_families import table_request
-from tokenspec.suite.strategies import rich_conversations, text
+from tokenspec.suite.oracles.strategies import rich_conversations, text
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 FAMILIES = ("qwen3", "llama3", "deepseek-r1", "qwen3-coder", "gemma-4")

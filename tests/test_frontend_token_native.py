@@ -25,7 +25,7 @@ from tokenizers import Tokenizer
 
 from tokenspec.core.fingerprint import tokenizer_fingerprint
 from tokenspec.harness.frontend import FrontendConfig, create_app
-from tokenspec.suite.render_oracle import RenderOracle
+from tokenspec.suite.oracles.render_oracle import RenderOracle
 
 MODEL = "tokenspec-tiny"
 RENDER = "/v1/chat/completions/render"

@@ -107,8 +107,8 @@ from tokenizers import Tokenizer
 
 from tokenspec.harness.frontend import FrontendConfig
 from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
-from tokenspec.suite.builders import TOOL
-from tokenspec.suite.strategies import text
+from tokenspec.suite.oracles.builders import TOOL
+from tokenspec.suite.oracles.strategies import text
 
 pytestmark = pytest.mark.vllm
 

@@ -16,7 +16,7 @@ import pytest
 from doubles import generate_only_engine
 
 from tokenspec.harness.loopback import running_app
-from tokenspec.suite.gating import role_of
+from tokenspec.suite.engine.gating import role_of
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = "20261206"

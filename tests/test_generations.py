@@ -23,7 +23,7 @@ from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
 from tokenspec.harness.mutants.defects import RENDERS, Defect, edit_answer
 from tokenspec.harness.mutants.proxy import MutantProxy
 from tokenspec.specs.catalogue import Requirement
-from tokenspec.suite.gating import Capabilities
+from tokenspec.suite.engine.gating import Capabilities
 
 
 def _requirement(since: str | None = None, until: str | None = None) -> Requirement:

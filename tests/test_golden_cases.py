@@ -8,14 +8,14 @@ from pathlib import Path
 from tokenspec.campaigns.golden_build import build_golden
 from tokenspec.campaigns.golden_corpus import DIALECT_CASES
 from tokenspec.golden import GOLDEN_DIR, find_golden
-from tokenspec.suite.dialects import messages_as_chat, responses_as_chat
+from tokenspec.suite.oracles.dialects import messages_as_chat, responses_as_chat
 
 
 def test_committed_golden_file_is_current(tiny_model, tmp_path: Path) -> None:
     """The hand-written cases rebuild identically; every generated render case (chat, Messages, Responses) still
     equals its oracle (transformers, after the dialect's mapping), so a change of the oracle or of the normalisation
     shows here, not as a suite failure."""
-    from tokenspec.suite.render_oracle import RenderOracle
+    from tokenspec.suite.oracles.render_oracle import RenderOracle
 
     fresh = build_golden(tiny_model.model_dir, tmp_path)
     committed = GOLDEN_DIR / fresh.parent.name / fresh.name

@@ -24,15 +24,15 @@ from frontend_server import running_frontend
 
 from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
 from tokenspec.specs.catalogue import load_catalogue
-from tokenspec.suite.report import RunInfo, write_reports
-from tokenspec.suite.report_html import (
+from tokenspec.suite.engine.results import TestResult
+from tokenspec.suite.reporting.report import RunInfo, write_reports
+from tokenspec.suite.reporting.report_html import (
     diff_columns,
     failure_anchor,
     replay_curl,
     replay_keyword,
     replay_test_command,
 )
-from tokenspec.suite.results import TestResult
 
 ROOT = Path(__file__).resolve().parents[1]
 #: A body no text field can carry: valid UTF-8, then two bytes that are not.

@@ -141,14 +141,14 @@ def test_the_graph_holds_every_layer() -> None:
     graph = the_graph()
     assert len(graph) > 140
     assert {layer(name) for name in graph} == set(ALLOWED)
-    assert "tokenspec.suite.client" in graph["tokenspec.suite.fixtures"]  # a module-level import
-    assert "tokenspec.suite.fixtures" in graph["tokenspec.suite.plugin"]  # a function-level one
+    assert "tokenspec.suite.engine.client" in graph["tokenspec.suite.engine.fixtures"]  # a module-level import
+    assert "tokenspec.suite.engine.fixtures" in graph["tokenspec.suite.plugin"]  # a function-level one
 
 
 @pytest.mark.parametrize("source", [
-    "import tokenspec.suite.client",
+    "import tokenspec.suite.engine.client",
     "from tokenspec.suite import client",
-    "from tokenspec.suite.client import SuiteClient",
+    "from tokenspec.suite.engine.client import SuiteClient",
     "def f():\n    from tokenspec.harness.processes import stop",
     "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from tokenspec.runner import run",
 ])
@@ -162,7 +162,7 @@ def test_a_planted_back_import_is_seen(source: str) -> None:
 def test_a_planted_loop_is_seen() -> None:
     """The checker broken on purpose: the suite's check record importing the plugin that imports it."""
     planted = dict(sources())
-    planted["tokenspec.suite.checks"] = (planted["tokenspec.suite.checks"][0]
+    planted["tokenspec.suite.engine.checks"] = (planted["tokenspec.suite.engine.checks"][0]
                                          + "\ndef f():\n    from tokenspec.suite.plugin import SUITE_DIR\n", False)
     assert cycles(import_graph(planted)) and not cycles(the_graph())
 
@@ -203,4 +203,31 @@ def test_the_run_configuration_is_read_from_pytest_options_in_one_place() -> Non
     """``tokenspec run`` hands the suite a RunConfig object; only the builder for direct pytest runs reads the
     plugin's options, so no part of the suite parses a command line back."""
     readers = sorted(name for name, (source, _) in sources().items() if ".getoption(" in source)
-    assert readers == ["tokenspec.suite.run_config"]
+    assert readers == ["tokenspec.suite.engine.run_config"]
+
+
+def test_the_suite_stages_never_import_the_plugin_or_a_test_module() -> None:
+    """The plugin drives the suite's engine, oracles and reports; none of them (nor a test module) imports it back,
+    and no stage imports a test module."""
+    offenders = [f"{name} -> {dep}" for name, deps in the_graph().items() if name.startswith("tokenspec.suite.")
+                 for dep in deps if dep == "tokenspec.suite.plugin"
+                 or (dep.startswith("tokenspec.suite.test_") and not name.startswith("tokenspec.suite.test_"))]
+    assert not offenders, offenders
+
+
+def test_every_module_imports() -> None:
+    """A moved module leaves no import behind that names its old home (in a fresh interpreter: the suite's test
+    modules are imported as modules there, never collected)."""
+    import subprocess
+    import sys
+
+    names = sorted(modules())
+    script = "\n".join([
+        "import importlib, sys",
+        "for name in sys.argv[1:]:",
+        "    try:",
+        "        importlib.import_module(name)",
+        "    except Exception as exc:",
+        "        print(f'{name}: {type(exc).__name__}: {exc}')"])
+    done = subprocess.run([sys.executable, "-c", script, *names], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and not done.stdout.strip(), done.stdout[-3000:] + done.stderr[-3000:]

@@ -24,8 +24,8 @@ from tokenspec.core.transport import Transport
 from tokenspec.harness.frontend import FrontendConfig
 from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
 from tokenspec.harness.processes import free_port
-from tokenspec.suite.report import RunInfo, headline
-from tokenspec.suite.results import EXIT_INCONCLUSIVE, TestResult, exit_code
+from tokenspec.suite.engine.results import EXIT_INCONCLUSIVE, TestResult, exit_code
+from tokenspec.suite.reporting.report import RunInfo, headline
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Seconds after the run starts at which its target is killed: in the probe's wake, early and late in the tests.

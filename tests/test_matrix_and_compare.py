@@ -12,8 +12,8 @@ from tokenspec.campaigns.matrix import CellRun, build_page, requirement_states
 from tokenspec.cli import main
 from tokenspec.core.errors import UsageError
 from tokenspec.run_diff import diff_runs, load_run
-from tokenspec.suite.report import RunInfo, report_dict, write_reports
-from tokenspec.suite.results import TestResult
+from tokenspec.suite.engine.results import TestResult
+from tokenspec.suite.reporting.report import RunInfo, report_dict, write_reports
 
 
 def _result(nodeid: str, outcome: str, reqs: tuple[str, ...] = ("RENDER-001",), failed: tuple[str, ...] = (),
@@ -94,7 +94,7 @@ def _cell(folder: str, impl: str, family: str, headline: str) -> CellRun:
 
 
 def test_matrix_page_links_each_broken_requirement_to_its_failure(tmp_path: Path) -> None:
-    from tokenspec.suite.report_html import failure_anchor
+    from tokenspec.suite.reporting.report_html import failure_anchor
 
     info = RunInfo("http://127.0.0.1:1", None, None, "m", 1, "2026-12-02T00:00:00+00:00", 1.0)
     runs = {"good-tiny": [_result("t::a", "passed", ("RENDER-001",))],

@@ -41,7 +41,7 @@ def test_the_matrix_page_rebuilt_from_the_committed_runs_says_the_same(tmp_path:
 
 def _linked_failure_with_a_difference() -> tuple[str, str]:
     """(folder, anchor) of a known or failed test the page links to whose report shows expected and actual."""
-    from tokenspec.suite.report_html import failure_anchor
+    from tokenspec.suite.reporting.report_html import failure_anchor
 
     page = (MATRIX / "index.html").read_text()
     for cell in _cells():

@@ -15,8 +15,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from tokenspec.suite import probe
-from tokenspec.suite.gating import Capabilities
+from tokenspec.suite.engine import probe
+from tokenspec.suite.engine.gating import Capabilities
 
 
 def slow_logprobs_engine(delay: float) -> Starlette:

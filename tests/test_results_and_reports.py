@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from tokenspec.core.errors import UsageError
-from tokenspec.suite.expectations import Expectation, causes, find, load_expectations_file, unexplained
-from tokenspec.suite.report import RunInfo, headline, write_reports
-from tokenspec.suite.results import TestResult, exit_code, summarise
+from tokenspec.suite.engine.expectations import Expectation, causes, find, load_expectations_file, unexplained
+from tokenspec.suite.engine.results import TestResult, exit_code, summarise
+from tokenspec.suite.reporting.report import RunInfo, headline, write_reports
 
 
 def result(outcome: str, level: str = "MUST", nodeid: str = "test_x.py::test_a", **kw) -> TestResult:
@@ -118,7 +118,7 @@ def test_reports_have_the_documented_shape(tmp_path: Path) -> None:
 
 
 def test_evidence_is_recorded_from_a_run_where_the_expectation_explained_the_failure(tmp_path: Path) -> None:
-    from tokenspec.suite.expectations import with_evidence
+    from tokenspec.suite.engine.expectations import with_evidence
 
     path = tmp_path / "e.yaml"
     path.write_text("# header kept\nimplementation: {name: x, version: '1'}\nconfiguration: {model: m}\n"
@@ -136,7 +136,7 @@ def test_evidence_is_recorded_from_a_run_where_the_expectation_explained_the_fai
 
 
 def test_prune_drops_only_entries_a_run_judged_and_did_not_see_fail(tmp_path: Path) -> None:
-    from tokenspec.suite.expectations import pruned
+    from tokenspec.suite.engine.expectations import pruned
 
     path = tmp_path / "e.yaml"
     path.write_text("# copied from the older release\nimplementation: {name: x, version: '2'}\n"
@@ -164,7 +164,7 @@ def test_prune_drops_only_entries_a_run_judged_and_did_not_see_fail(tmp_path: Pa
 
 
 def test_family_scoped_expectations_are_strict_on_their_family_and_absent_elsewhere(tmp_path: Path) -> None:
-    from tokenspec.suite.expectations import folder_family, for_family
+    from tokenspec.suite.engine.expectations import folder_family, for_family
 
     path = tmp_path / "e.yaml"
     path.write_text("implementation: {name: x, version: '1'}\nconfiguration: {model: m}\nexpectations:\n"

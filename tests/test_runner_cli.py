@@ -72,7 +72,7 @@ def test_model_build_prints_the_fingerprint(tmp_path: Path) -> None:
 
 
 def test_missing_expectations_file_is_a_usage_error(tmp_path: Path) -> None:
-    from tokenspec.suite.expectations import load_expectations
+    from tokenspec.suite.engine.expectations import load_expectations
 
     with pytest.raises(UsageError, match="not found"):
         load_expectations(tmp_path / "nope.yaml")
@@ -90,7 +90,7 @@ def test_missing_expectations_file_is_a_usage_error(tmp_path: Path) -> None:
     ("a: [", "is not valid YAML"),
 ])
 def test_a_bad_profile_is_a_one_line_usage_error(tmp_path: Path, text: str, says: str) -> None:
-    from tokenspec.suite.profile import load_profile
+    from tokenspec.suite.engine.profile import load_profile
 
     path = tmp_path / "profile.yaml"
     path.write_text(text)

@@ -144,7 +144,7 @@ def test_a_known_failure_only_covers_its_own_cause(tiny_model, tmp_path, pattern
 
 VACUOUS = '''
 import pytest
-from tokenspec.suite.gating import not_tested
+from tokenspec.suite.engine.gating import not_tested
 
 
 @pytest.mark.req("RENDER-001")

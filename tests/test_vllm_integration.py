@@ -54,7 +54,7 @@ def test_engine_health_and_greedy_generate(vllm_engine, model_dir) -> None:
 
 @pytest.mark.parametrize("kwargs", [{}, {"enable_thinking": False}], ids=["default", "no-thinking"])
 def test_render_server_matches_local_tokenizer_and_template(vllm_render, model_dir, kwargs) -> None:
-    from tokenspec.suite.render_oracle import RenderOracle
+    from tokenspec.suite.oracles.render_oracle import RenderOracle
 
     text = RenderOracle.load(model_dir).prompt_text({"messages": CONVERSATION, "tools": TOOLS,
                                                      "chat_template_kwargs": kwargs})

@@ -97,11 +97,11 @@ def check_servers(config: RunConfig) -> RunConfig:
     if config.tokenizer and not (Path(config.tokenizer) / "tokenizer.json").exists():
         raise UsageError(f"--tokenizer {config.tokenizer}: no tokenizer.json in that folder")
     if config.expectations:
-        from tokenspec.suite.expectations import load_expectations
+        from tokenspec.suite.engine.expectations import load_expectations
 
         load_expectations(config.expectations)
     if config.profile:
-        from tokenspec.suite.profile import load_profile
+        from tokenspec.suite.engine.profile import load_profile
 
         load_profile(config.profile)
     return config
@@ -129,7 +129,7 @@ def run(config: RunConfig) -> RunResult:
     report_dir = Path(config.report) if config.report else Path(tempfile.mkdtemp(prefix="tokenspec-"))
     seed = config.seed if config.seed is not None else random.randrange(1 << 31)
     config = replace(config, report=str(report_dir), seed=seed)
-    from tokenspec.suite.run_config import Handover
+    from tokenspec.suite.engine.run_config import Handover
 
     handover = Handover(config)
     code: int = pytest.ExitCode.INTERRUPTED
@@ -160,10 +160,10 @@ def run(config: RunConfig) -> RunResult:
     print(f"tokenspec: {data['headline']}; seed {data.get('seed')}")
     print(f"tokenspec: report in {report_dir}/ (open {report_dir}/report.html in a browser or summary.md;"
           " report.json and junit.xml beside them)")
-    from tokenspec.suite.causes import causes
-    from tokenspec.suite.coverage import blind, blind_spot_line, unjudged
-    from tokenspec.suite.report import cause_lines
-    from tokenspec.suite.results import EXIT_INCONCLUSIVE, LEVELS, TestResult, exit_code
+    from tokenspec.suite.engine.results import EXIT_INCONCLUSIVE, LEVELS, TestResult, exit_code
+    from tokenspec.suite.reporting.causes import causes
+    from tokenspec.suite.reporting.coverage import blind, blind_spot_line, unjudged
+    from tokenspec.suite.reporting.report import cause_lines
 
     tests = [TestResult(**t) for t in data["tests"]]
     if found := causes(tests):
@@ -217,7 +217,7 @@ def _interrupted(report_dir: Path, target: str, command: str, transport: Transpo
     if not report.exists():
         from datetime import UTC, datetime
 
-        from tokenspec.suite.report import RunInfo, write_reports
+        from tokenspec.suite.reporting.report import RunInfo, write_reports
 
         info = RunInfo(target=target, engine=None, reference=None, model=None, seed=None,
                        started_at=datetime.now(UTC).isoformat(timespec="seconds"), duration_s=0.0, command=command,

@@ -1,7 +1,7 @@
 """Chat templates rendered with Hugging Face semantics: the same Jinja environment, filters and variables.
 
 The reference frontend renders prompts with it; the conformance suite never does (its render oracle is
-transformers' own ``apply_chat_template``, see ``suite/render_oracle.py``), so a bug here cannot hide itself.
+transformers' own ``apply_chat_template``, see ``suite/oracles/render_oracle.py``), so a bug here cannot hide itself.
 
 Like transformers: a sandboxed immutable environment with trim_blocks/lstrip_blocks and loop controls,
 ``raise_exception``, a ``tojson`` that keeps non-ASCII text, ``strftime_now``; variables are ``messages``,

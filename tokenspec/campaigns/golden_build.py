@@ -42,7 +42,7 @@ def build_golden(model_dir: Path, out_dir: Path = GOLDEN_DIR, *, family: str | N
     model_dir = Path(model_dir)
     fingerprint = tokenizer_fingerprint(model_dir)
     tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-    from tokenspec.suite.render_oracle import RenderOracle
+    from tokenspec.suite.oracles.render_oracle import RenderOracle
 
     oracle = RenderOracle.load(model_dir)
     source = load_yaml((GOLDEN_DIR / "cases.yaml").read_text())
@@ -81,7 +81,7 @@ def tokenizer_facts(model_dir: Path) -> dict[str, Any]:
     its tokenizer marks special, read from the folder's files."""
     from tokenizers import Tokenizer
 
-    from tokenspec.suite.target import folder_facts
+    from tokenspec.suite.engine.target import folder_facts
 
     configs = {name: json.loads((model_dir / name).read_text()) for name in
                ("config.json", "generation_config.json", "tokenizer_config.json") if (model_dir / name).exists()}

@@ -24,7 +24,7 @@ from typing import Any
 from tokenspec.core.transport import Transport
 from tokenspec.harness.models.families import FAMILY_PARSERS
 from tokenspec.specs.parser_families import table_request
-from tokenspec.suite.render_oracle import RenderOracle
+from tokenspec.suite.oracles.render_oracle import RenderOracle
 
 #: Generated render cases per dialect (Messages, Responses) per family.
 DIALECT_CASES = 40
@@ -108,7 +108,7 @@ def _drawn(strategy: Any, n: int) -> list[dict[str, Any]]:
 
 
 def _chat_bodies(n: int) -> list[dict[str, Any]]:
-    from tokenspec.suite.strategies import rich_conversations
+    from tokenspec.suite.oracles.strategies import rich_conversations
 
     return _drawn(rich_conversations(), n)
 
@@ -157,7 +157,7 @@ def dialect_cases(oracle: RenderOracle, model: str, vllm_url: str | None, n: int
     """Messages and Responses render cases: the template oracle on the mapped conversation (never the frontend's
     converter), cross-checked against vLLM's render server as chat render's are; a disagreement is listed, the
     oracle's ids kept."""
-    from tokenspec.suite import dialects, strategies
+    from tokenspec.suite.oracles import dialects, strategies
 
     cases = []
     for kind, (path, requirements, strategy, mapping) in _DIALECTS.items():

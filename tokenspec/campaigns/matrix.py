@@ -290,7 +290,7 @@ def _verdict_class(headline: str) -> str:
 
 def _html(cells: list[CellRun], columns: list, rows: dict[str, list], catalogue: dict,
           comparisons: Sequence[str] = ()) -> str:
-    from tokenspec.suite.report_html import failure_anchor
+    from tokenspec.suite.reporting.report_html import failure_anchor
 
     runs = "".join(
         f"<tr><td><a href='{escape(c.folder)}/report.html'>{escape(c.column)}</a></td>"

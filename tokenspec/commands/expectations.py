@@ -14,7 +14,7 @@ from tokenspec.core.errors import UsageError
 def _expectations_draft(args: argparse.Namespace) -> int:
     import json
 
-    from tokenspec.suite.expectations import draft
+    from tokenspec.suite.engine.expectations import draft
 
     path = Path(args.report)
     path = path / "report.json" if path.is_dir() else path
@@ -31,7 +31,7 @@ def _expectations_draft(args: argparse.Namespace) -> int:
 def _expectations_evidence(args: argparse.Namespace) -> int:
     import json
 
-    from tokenspec.suite.expectations import with_evidence
+    from tokenspec.suite.engine.expectations import with_evidence
 
     reports = []
     for folder in args.reports:
@@ -47,7 +47,7 @@ def _expectations_evidence(args: argparse.Namespace) -> int:
 def _expectations_prune(args: argparse.Namespace) -> int:
     import json
 
-    from tokenspec.suite.expectations import pruned
+    from tokenspec.suite.engine.expectations import pruned
 
     runs = []
     for folder in args.reports:

@@ -23,7 +23,7 @@ def _mutants(args: argparse.Namespace) -> int:
 
     defects = select(args.only)
     if not args.list:
-        from tokenspec.suite.expectations import folder_family
+        from tokenspec.suite.engine.expectations import folder_family
 
         family = args.family if not args.target else folder_family(args.tokenizer)
         shown = [d for d in defects if d.shows_on(family)]

@@ -3,7 +3,7 @@ RENDER-030 write down, as the render oracle's input.
 
 Written from the spec's sentences (which were read off vLLM's converters), apart from the bundled frontend's own
 converter, so the two can disagree: the oracle then renders this chat request with transformers
-(``suite/render_oracle.py``) and a dialect render must give the same token_ids.
+(``suite/oracles/render_oracle.py``) and a dialect render must give the same token_ids.
 """
 
 from __future__ import annotations

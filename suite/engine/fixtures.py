@@ -19,11 +19,11 @@ from hypothesis import HealthCheck, settings
 from tokenspec.core.config import RunConfig
 from tokenspec.core.phases import CLOCK
 from tokenspec.core.transport import Transport
-from tokenspec.suite.checks import LAST_REQUEST
-from tokenspec.suite.client import SuiteClient
-from tokenspec.suite.gating import Capabilities
-from tokenspec.suite.run_config import run_config
-from tokenspec.suite.target import Codec, Target, card_max_model_len
+from tokenspec.suite.engine.checks import LAST_REQUEST
+from tokenspec.suite.engine.client import SuiteClient
+from tokenspec.suite.engine.gating import Capabilities
+from tokenspec.suite.engine.run_config import run_config
+from tokenspec.suite.engine.target import Codec, Target, card_max_model_len
 
 CAPABILITIES_ENV = "TOKENSPEC_CAPABILITIES"
 
@@ -77,8 +77,8 @@ def target_from_config(config: pytest.Config) -> Target:
 
 def decide_capabilities(config: pytest.Config) -> Capabilities:
     """Probe the target once (profile applied) and leave the decisions where workers and the report find them."""
-    from tokenspec.suite.probe import probe
-    from tokenspec.suite.profile import load_profile
+    from tokenspec.suite.engine.probe import probe
+    from tokenspec.suite.engine.profile import load_profile
 
     target = target_from_config(config)
     path = _run(config).profile
@@ -161,9 +161,9 @@ def tokenizer_dir(target: Target, capabilities: Capabilities) -> Path:
 
 @pytest.fixture(scope="session")
 def render_oracle(tokenizer_dir: Path):
-    """transformers' apply_chat_template on the model folder (suite/render_oracle.py), or not tested."""
-    from tokenspec.suite.gating import not_tested
-    from tokenspec.suite.render_oracle import OracleUnavailable, RenderOracle
+    """transformers' apply_chat_template on the model folder (suite/oracles/render_oracle.py), or not tested."""
+    from tokenspec.suite.engine.gating import not_tested
+    from tokenspec.suite.oracles.render_oracle import OracleUnavailable, RenderOracle
 
     try:
         return RenderOracle.load(tokenizer_dir)
@@ -187,7 +187,7 @@ def max_model_len(target: Target, capabilities: Capabilities) -> int:
             return reported
     # The card's own field is UTIL-008's business (test_model_card_reports_max_model_len); here it is a fact the
     # run lacks, so the tests that need it are not tested, never failed or errored.
-    from tokenspec.suite.gating import not_tested
+    from tokenspec.suite.engine.gating import not_tested
 
     not_tested("the context length is unknown: the target's /v1/models card has no max_model_len (nor the"
                " engine's); pass --profile with limits.max_model_len, or --tokenizer DIR")

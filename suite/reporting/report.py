@@ -1,5 +1,5 @@
 """Report writers: ``report.json`` (machine), ``summary.md`` and ``report.html`` (human; the latter written by
-``suite/report_html.py`` from the report.json data). ``junit.xml`` is pytest's own.
+``suite/reporting/report_html.py`` from the report.json data). ``junit.xml`` is pytest's own.
 
 Writers read results and the requirement catalogue, never tests. ``summary.md`` answers, in order: what is
 the verdict, which requirements broke (with their sentence, the failing request and the difference), and
@@ -14,9 +14,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tokenspec.core.version import __version__
-from tokenspec.suite.causes import Cause, causes
-from tokenspec.suite.coverage import blind_spot_line, counts_by_level, unjudged
-from tokenspec.suite.results import CONTRACT_VERSION, LEVELS, TestResult, exit_code, inconclusive, is_failure, summarise
+from tokenspec.suite.engine.results import (
+    CONTRACT_VERSION,
+    LEVELS,
+    TestResult,
+    exit_code,
+    inconclusive,
+    is_failure,
+    summarise,
+)
+from tokenspec.suite.reporting.causes import Cause, causes
+from tokenspec.suite.reporting.coverage import blind_spot_line, counts_by_level, unjudged
 
 
 @dataclass(frozen=True)
@@ -81,7 +89,7 @@ def write_reports(out: Path, info: RunInfo, results: list[TestResult], collectio
     (out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     (out / "summary.md").write_text(summary_markdown(info, results, capabilities))
     _prune_bodies(out, results)
-    from tokenspec.suite.report_html import write_html
+    from tokenspec.suite.reporting.report_html import write_html
 
     write_html(out, report)
     return report
@@ -143,7 +151,7 @@ def _inconclusive_headline(results: list[TestResult], info: RunInfo | None, note
 def cause_lines(found: list[Cause], limit: int = 5) -> list[str]:
     """The causes as a terminal shows them: ``RENDER-005 (MUST) x89: <what failed>``, an example test, and where
     the decoded token ids part. What a person reads before anyone opens a report."""
-    from tokenspec.suite.token_text import first_difference
+    from tokenspec.suite.oracles.token_text import first_difference
 
     lines = []
     for cause in found[:limit]:
@@ -234,7 +242,7 @@ def summary_markdown(info: RunInfo, results: list[TestResult], capabilities: dic
 
 def _cause_lines(cause: Cause, catalogue: dict) -> list[str]:
     """One cause in summary.md: its requirement sentence, one failure in full, the other tests named."""
-    from tokenspec.suite.token_text import first_difference
+    from tokenspec.suite.oracles.token_text import first_difference
 
     r = cause.example
     whose = "" if cause.charged_to == "target" else f", the {cause.charged_to}'s answers: not the target's verdict"

@@ -21,9 +21,9 @@ from typing import Any
 import httpx
 
 from tokenspec.core.transport import EXHAUSTED, RETRY_STATUSES, Transport
-from tokenspec.suite.checks import note_check
-from tokenspec.suite.gating import not_tested
-from tokenspec.suite.schemas import SchemaViolation, validate_response
+from tokenspec.suite.engine.checks import note_check
+from tokenspec.suite.engine.gating import not_tested
+from tokenspec.suite.oracles.schemas import SchemaViolation, validate_response
 
 MAX_REPRODUCE_BODY = 16_384
 _SEQUENCE = itertools.count()
@@ -91,7 +91,7 @@ class SuiteClient:
     base_url: str
     timeout: float
     #: Called with (method, path, body) before anything is sent: ends the test as not tested / unsupported
-    #: when the route is one the probe found missing (see suite/gating.py), so such a 404 is never a failure.
+    #: when the route is one the probe found missing (see suite/engine/gating.py), so such a 404 is never a failure.
     gate: Callable[[str, str, Any], None] | None = None
     validate: bool = True
     history: list[RecordedRequest] = field(default_factory=list, repr=False)

@@ -20,9 +20,9 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from tokenspec.suite.causes import Cause, causes
-from tokenspec.suite.coverage import blind_spot_line
-from tokenspec.suite.results import LEVELS, TestResult, is_failure, safe_name
+from tokenspec.suite.engine.results import LEVELS, TestResult, is_failure, safe_name
+from tokenspec.suite.reporting.causes import Cause, causes
+from tokenspec.suite.reporting.coverage import blind_spot_line
 
 _FIELDS = frozenset(TestResult.__dataclass_fields__)
 
@@ -477,7 +477,7 @@ def body_text(raw: bytes) -> str:
 
 def _text_diff(expected: str, actual: str) -> str:
     """Token ids decoded by the run's codec, special tokens visible, the first difference named."""
-    from tokenspec.suite.token_text import first_difference
+    from tokenspec.suite.oracles.token_text import first_difference
 
     left, right = diff_columns(expected, actual)
     return (f'<div class="label">expected and actual, decoded (the token ids below)</div>'

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenspec.core.errors import UsageError, read_user_yaml
-from tokenspec.suite.gating import Capabilities, Decision
+from tokenspec.suite.engine.gating import Capabilities, Decision
 
 
 def profile_schema() -> dict[str, Any]:

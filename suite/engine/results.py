@@ -44,7 +44,7 @@ class TestResult:
     #: The failing comparison's operator (``actual <op> expected``: "==", "in", "<", ...).
     comparison: str = ""
     #: When the operands are token ids: each side decoded by the run's codec, special tokens visible
-    #: (suite/token_text.py); empty otherwise.
+    #: (suite/oracles/token_text.py); empty otherwise.
     expected_text: str = ""
     actual_text: str = ""
     #: The last request the failing test sent: method, URL, content type, and its body saved byte for byte in

@@ -19,8 +19,8 @@ from tokenspec.specs.parser_families import (
     shapes,
     table_request,
 )
-from tokenspec.suite.builders import chat_derender, choice, generate_response
-from tokenspec.suite.gating import Capabilities, not_tested
+from tokenspec.suite.engine.gating import Capabilities, not_tested
+from tokenspec.suite.oracles.builders import chat_derender, choice, generate_response
 
 CHAT_DERENDER = "/v1/chat/completions/derender"
 

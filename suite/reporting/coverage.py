@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from tokenspec.suite.results import LEVELS, TestResult
+from tokenspec.suite.engine.results import LEVELS, TestResult
 
 JUDGING_OUTCOMES = frozenset({"passed", "failed", "xfailed", "xpassed"})
 

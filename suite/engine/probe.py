@@ -36,9 +36,9 @@ from tokenspec.specs.parser_families import (
     table_request,
 )
 from tokenspec.specs.samples import WEATHER_TOOL
-from tokenspec.suite.gating import ENABLE, Capabilities
-from tokenspec.suite.profile import Profile
-from tokenspec.suite.target import Codec, CodecUnavailable, Target, model_card
+from tokenspec.suite.engine.gating import ENABLE, Capabilities
+from tokenspec.suite.engine.profile import Profile
+from tokenspec.suite.engine.target import Codec, CodecUnavailable, Target, model_card
 
 PROBE_TIMEOUT = 15.0
 PROBE_RETRY_TIMEOUT = 60.0

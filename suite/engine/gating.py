@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import pytest
 
-from tokenspec.suite.results import NOT_TESTED_PREFIX, UNSUPPORTED_PREFIX
+from tokenspec.suite.engine.results import NOT_TESTED_PREFIX, UNSUPPORTED_PREFIX
 
 if TYPE_CHECKING:
     from tokenspec.specs.catalogue import Requirement

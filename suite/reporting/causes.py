@@ -16,7 +16,7 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from tokenspec.suite.results import LEVELS, TestResult, is_failure
+from tokenspec.suite.engine.results import LEVELS, TestResult, is_failure
 
 #: Characters of a normalised message kept in a signature (the rest of a long message is detail, not cause).
 SIGNATURE_CHARS = 160

@@ -14,7 +14,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from tokenspec.specs.samples import WEATHER_TOOL
-from tokenspec.suite.builders import TOOL
+from tokenspec.suite.oracles.builders import TOOL
 
 PIECES = st.one_of(
     st.characters(min_codepoint=0x20, max_codepoint=0x7E),

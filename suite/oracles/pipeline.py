@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tokenspec.suite.builders import USER_HELLO, chat_request
-from tokenspec.suite.client import SuiteClient
-from tokenspec.suite.gating import Capabilities
-from tokenspec.suite.target import Codec
+from tokenspec.suite.engine.client import SuiteClient
+from tokenspec.suite.engine.gating import Capabilities
+from tokenspec.suite.engine.target import Codec
+from tokenspec.suite.oracles.builders import USER_HELLO, chat_request
 
 CHAT_RENDER = "/v1/chat/completions/render"
 CHAT_DERENDER = "/v1/chat/completions/derender"
