@@ -43,6 +43,26 @@ def test_one_broken_requirement_is_one_cause_and_two_are_two() -> None:
     assert cause_lines(found)[0].startswith("RENDER-005 (MUST) x90: differs at index N (and 1 other way(s) it showed)")
 
 
+def test_parity_differences_join_the_broken_stage_and_stand_alone_without_one() -> None:
+    """The dropped system message also makes the split pipeline disagree with the coupled server (PARITY-005/006/008
+    in a run with --reference): one cause, with parity among its ways. A defect seen only through parity (content
+    changed after derender) is a cause of its own, and an engine's stage cause never takes the target's parity."""
+    dropped = [failed(f"test_golden.py::case[{i}]", ["RENDER-005"], f"[RENDER-005] differs at index {i}")
+               for i in range(5)]
+    parity = [failed("test_parity.py::prompt", ["PARITY-005"], "[PARITY-005] prompt ids differ"),
+              failed("test_parity.py::seeded", ["PARITY-006"], "[PARITY-006] content differs"),
+              failed("test_parity.py::logprobs", ["PARITY-008"], "[PARITY-008] logprobs differ")]
+    found = causes([*dropped, *parity])
+    assert [(c.requirement, len(c.tests)) for c in found] == [("RENDER-005", 8)]
+    assert {sig.partition(" |")[0] for sig, _ in found[0].ways} == {"RENDER-005", "PARITY-005", "PARITY-006",
+                                                                      "PARITY-008"}
+    assert found[0].example.nodeid.startswith("test_golden.py"), "the representative is a direct failure"
+    alone = causes(parity[1:2])
+    assert [(c.requirement, len(c.tests)) for c in alone] == [("PARITY-006", 1)]
+    engine = causes([failed("test_generate.py::x", ["GENERATE-005"], "boom", charged_to="engine"), *parity[:1]])
+    assert sorted(c.requirement for c in engine) == ["GENERATE-005", "PARITY-005"]
+
+
 def test_token_ids_are_shown_as_text_with_the_runs_codec(tiny_model) -> None:
     tokenizer = Tokenizer.from_file(str(tiny_model.model_dir / "tokenizer.json"))
 

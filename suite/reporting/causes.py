@@ -5,9 +5,11 @@ normalised away (numbers, quoted values, token id lists, the example hypothesis 
 failures that broke one requirement: each failure joins the requirement it charged that the run saw broken most
 widely, so a dropped system message seen by the transformers oracle, a golden case and the tokenize utility
 (RENDER-005; RENDER-005 and RENDER-023; RENDER-005 and UTIL-002) is one cause, with its signatures listed as the
-ways it showed. Reports lead with the causes, one card each: its count, the requirement sentence, one
-representative failure in full, the other tests listed. Expectations and ``tokenspec compare`` keep working on
-tests; causes are how a person reads them.
+ways it showed. Parity compares the whole pipeline with a coupled server, so a broken stage shows there too: a
+parity failure joins the stage cause of the same server broken most widely, when the run has one (a defect seen
+only through parity stays a cause of its own). Reports lead with the causes, one card each: its count, the
+requirement sentence, one representative failure in full, the other tests listed. Expectations and
+``tokenspec compare`` keep working on tests; causes are how a person reads them.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ _VARIABLE = [
 
 
 _TAGS = re.compile(r"\[[A-Z]+-\d{3}\]\s*")
+#: Areas whose checks compare the whole pipeline end to end (a consequence of a broken stage, where one is broken).
+END_TO_END = frozenset({"PARITY"})
+#: Areas of the pipeline's stages: what a broken stage is charged to.
+STAGES = frozenset({"RENDER", "DERENDER", "GENERATE", "STREAM", "TOKNAT"})
 
 
 def normalised(message: str) -> str:
@@ -88,6 +94,10 @@ class Cause:
                 "tests": [t.nodeid for t in self.tests]}
 
 
+def _area(requirement: str) -> str:
+    return requirement.partition("-")[0]
+
+
 def _charged(result: TestResult) -> list[str]:
     return result.failed_requirements or result.requirement_ids
 
@@ -109,6 +119,11 @@ def causes(results: list[TestResult]) -> list[Cause]:
         ids = _charged(r)
         widest = max(ids, key=lambda rid: (reach[rid], -ids.index(rid)))
         groups[(r.charged_to, widest)].append(r)
+    for whose, rid in [key for key in groups if _area(key[1]) in END_TO_END]:
+        stages = [key for key in groups if key[0] == whose and _area(key[1]) in STAGES]
+        if stages:
+            widest_stage = max(stages, key=lambda key: (len(groups[key]), key[1]))
+            groups[widest_stage] += groups.pop((whose, rid))
     out = []
     for (whose, rid), tests in groups.items():
         ways = Counter(signature(t) for t in tests)
