@@ -12,6 +12,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+__all__ = [
+    "CHAT_FIELDS", "COMPLETION_FIELDS", "Difference", "assemble_chat_stream", "chat_view", "compare_chat",
+    "compare_completions", "compare_logprobs", "compare_views", "completion_view", "tool_signature",
+]
+
 CHAT_FIELDS = ("content", "reasoning", "tool_calls", "finish_reason", "usage")
 COMPLETION_FIELDS = ("text", "finish_reason", "usage")
 

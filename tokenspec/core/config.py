@@ -17,6 +17,8 @@ from dataclasses import dataclass, field, fields
 from tokenspec.core.target import normalise_url
 from tokenspec.core.transport import Transport
 
+__all__ = ["RunConfig"]
+
 
 @dataclass(frozen=True)
 class RunConfig:

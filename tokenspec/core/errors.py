@@ -9,6 +9,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+__all__ = ["UsageError", "one_line", "read_user_yaml", "writable_folder"]
+
 
 class UsageError(Exception):
     """Bad input from the user or the environment; the message is shown as is, exit code 2."""

@@ -22,6 +22,8 @@ from typing import Any
 
 from tokenspec.core.errors import UsageError
 
+__all__ = ["fingerprint_of", "sha256", "tokenizer_fingerprint"]
+
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()

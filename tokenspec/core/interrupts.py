@@ -22,6 +22,8 @@ import threading
 from pathlib import Path
 from types import FrameType
 
+__all__ = ["INTERRUPTS", "Interrupts", "SIGNALS"]
+
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 

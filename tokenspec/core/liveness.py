@@ -25,6 +25,11 @@ from pathlib import Path
 
 import httpx
 
+__all__ = [
+    "HEALTH_PAUSE", "HEALTH_TIMEOUT", "HEALTH_TRIES", "LIVENESS", "LIVENESS_ENV", "Liveness", "Loss", "ServerLost",
+    "answers", "origin",
+]
+
 #: Environment variable naming the folder where the run's processes (xdist workers) share their losses.
 LIVENESS_ENV = "TOKENSPEC_LIVENESS"
 #: How a lost server is asked whether it answers: tries on fresh connections, each with this timeout.

@@ -17,6 +17,8 @@ from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
+__all__ = ["CLOCK", "ENV", "PhaseClock", "SESSION", "merged"]
+
 ENV = "TOKENSPEC_PHASES"
 SESSION = "(session)"  # what is timed outside any test: the probe, the report
 

@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
+__all__ = ["Counter", "MIN_GAP", "PREFIX", "say", "seconds", "step"]
+
 PREFIX = "tokenspec: "
 MIN_GAP = 2.0  # seconds between two live-count lines, unless the run is done
 

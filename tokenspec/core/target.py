@@ -13,6 +13,11 @@ import httpx
 from tokenspec.core.errors import UsageError
 from tokenspec.core.transport import DEFAULT_API_KEY_ENV, Transport
 
+__all__ = [
+    "ACCESS_PROBES", "KEY_FLAG", "ROUTE_ROOTS", "check_access", "check_llm_server", "check_model_served",
+    "check_reachable", "normalise_url", "served_model",
+]
+
 #: First path segments of the routes the suite calls: a base URL that contains one is a route, not a base.
 ROUTE_ROOTS = frozenset({"v1", "inference"})
 

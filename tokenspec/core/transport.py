@@ -31,6 +31,11 @@ from tokenspec.core.errors import UsageError
 from tokenspec.core.liveness import LIVENESS
 from tokenspec.core.phases import CLOCK
 
+__all__ = [
+    "Access", "DEFAULT_API_KEY_ENV", "DEFAULT_TIMEOUTS", "EXHAUSTED", "Header", "RETRIES", "RETRY_STATUSES", "ROLES",
+    "Transport", "redact", "redact_folder", "retry_wait",
+]
+
 ROLES = ("target", "engine", "reference")
 #: The environment variable an API key is read from when no --api-key-env says otherwise.
 DEFAULT_API_KEY_ENV = "TOKENSPEC_API_KEY"

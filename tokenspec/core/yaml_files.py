@@ -11,6 +11,8 @@ from typing import Any
 
 import yaml
 
+__all__ = ["load_yaml"]
+
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
