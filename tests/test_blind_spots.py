@@ -57,3 +57,18 @@ def test_every_constraint_of_the_embedded_generate_response_is_violated_once() -
     assert validator.is_valid(body) and cases
     assert all(not validator.is_valid(c.body) for c in cases), "the spec's validator is the oracle of every case"
     assert len({str(c.body) for c in cases}) == len(cases), "no case is sent twice"
+
+
+def test_the_banner_line_names_the_commonest_reasons_in_whole_words() -> None:
+    from tokenspec.suite.reporting.coverage import blind_spot_line
+
+    key = {"level": "MUST", "state": "not_judged", "enable": ["pass --api-key-env NAME (the variable holding it)"],
+           "reasons": ["api-key: the run sends the target no API key (how a key-protected server refuses is unseen)"]}
+    engine = {"level": "MUST", "state": "not_judged", "enable": ["pass --engine URL"],
+              "reasons": ["generate: not hosted: GET /inference/v1/generate answered 404 on every URL of the run"]}
+    line = blind_spot_line([engine, engine, key, {"level": "SHOULD", "state": "no_test"}])
+    assert line == ("3 MUST never judged: 2 generate: not hosted (pass --engine URL),"
+                    " 1 api-key: the run sends the target no API key (pass --api-key-env NAME)"), line
+    long = {**engine, "reasons": ["generate: " + "word " * 30]}
+    assert blind_spot_line([long]).endswith("word… (pass --engine URL)")
+    assert blind_spot_line([]) == ""

@@ -82,6 +82,14 @@ def counts_by_level(items: list[Unjudged]) -> dict[str, int]:
     return {lvl: sum(1 for u in items if u.level == lvl) for lvl in LEVELS}
 
 
+def _short(reason: str, limit: int = 60) -> str:
+    """A reason cut for one line: before its parenthesis, then at a word, never inside one."""
+    reason = reason.split(" (")[0]
+    if len(reason) <= limit:
+        return reason
+    return reason[:limit].rsplit(" ", 1)[0] + "…"
+
+
 def blind_spot_line(items: list[dict]) -> str:
     """The run's blind spots in one line, for the banner: the MUST requirements never judged (else the weakest
     level with some), and the reasons shared by most of them with what would judge them ("49 MUST never judged:
@@ -94,7 +102,7 @@ def blind_spot_line(items: list[dict]) -> str:
         return ""
     why: dict[str, int] = defaultdict(int)
     for u in mine:
-        reason = ": ".join((u.get("reasons") or ["?"])[0].split(": ")[:2])[:60]
+        reason = _short(": ".join((u.get("reasons") or ["?"])[0].split(": ")[:2]))
         if u["state"] == "no_test":
             reason = "no test of this run cites them"
         hint = (u.get("enable") or [""])[0].split(" (")[0]
