@@ -1,15 +1,18 @@
-"""The committed matrix (reports/matrix/) in headless Chromium, and rebuilt from its run folders.
+"""The committed matrix (reports/matrix/) rebuilt from its run folders, and read in headless Chromium.
 
-Opens the matrix page as a reader would: every run's verdict is visible, the requirement grid shows each
-implementation's state, and a failed or known cell leads to that run's report.html, where the failure it
-names is on screen with its highlighted difference. The page is also rebuilt from the committed run folders
-(`tokenspec matrix --page-only`) and must say the same thing as the committed one."""
+A committed run keeps its data (report.json, summary.md, cell.json); `tokenspec matrix --page-only` writes the
+matrix page and each run's report.html from it, and must say the same thing as the committed page. Then the page is
+opened as a reader would: every run's verdict is visible, the requirement grid shows each implementation's state,
+and a failed or known cell leads to that run's report.html, where the failure it names is on screen with its
+highlighted difference."""
 
 from __future__ import annotations
 
 import json
 import shutil
 from pathlib import Path
+
+import pytest
 
 from tokenspec.cli import main
 
@@ -26,26 +29,34 @@ def test_the_committed_matrix_covers_three_implementations_on_two_families() -> 
     families: dict[str, set[str]] = {}
     for c in cells:
         families.setdefault(c["implementation"], set()).add(c["family"])
-        assert (MATRIX / c["folder"] / "report.html").is_file() and (MATRIX / c["folder"] / "report.json").is_file()
+        assert all((MATRIX / c["folder"] / name).is_file() for name in ("report.json", "summary.md", "cell.json"))
         assert not c["headline"].startswith("FAIL"), f"{c['folder']}: {c['headline']}"
         assert c["speed"] and c["speed"]["render_p50"] > 0 and c["speed"]["same_answers"], f"{c['folder']}: speed"
     assert all(len(f) >= 2 for f in families.values()), families
 
 
-def test_the_matrix_page_rebuilt_from_the_committed_runs_says_the_same(tmp_path: Path) -> None:
-    copy = tmp_path / "matrix"
-    shutil.copytree(MATRIX, copy, ignore=shutil.ignore_patterns("index.html", "matrix.md", "matrix.json"))
+@pytest.fixture(scope="module")
+def rebuilt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The committed run folders' data only (what a fresh clone has), pages written by ``--page-only``."""
+    copy = tmp_path_factory.mktemp("matrix") / "matrix"
+    shutil.copytree(MATRIX, copy, ignore=shutil.ignore_patterns("index.html", "matrix.md", "matrix.json",
+                                                                 "report.html", "junit.xml", "bodies"))
     assert main(["matrix", "--page-only", "--report", str(copy)]) == 0
-    assert json.loads((copy / "matrix.json").read_text()) == json.loads((MATRIX / "matrix.json").read_text())
+    return copy
 
 
-def _linked_failure_with_a_difference() -> tuple[str, str]:
+def test_the_matrix_page_rebuilt_from_the_committed_runs_says_the_same(rebuilt: Path) -> None:
+    assert json.loads((rebuilt / "matrix.json").read_text()) == json.loads((MATRIX / "matrix.json").read_text())
+    assert all((rebuilt / c["folder"] / "report.html").is_file() for c in _cells()), "each run's page is written"
+
+
+def _linked_failure_with_a_difference(matrix: Path) -> tuple[str, str]:
     """(folder, anchor) of a known or failed test the page links to whose report shows expected and actual."""
     from tokenspec.suite.reporting.report_html import failure_anchor
 
-    page = (MATRIX / "index.html").read_text()
+    page = (matrix / "index.html").read_text()
     for cell in _cells():
-        report = json.loads((MATRIX / cell["folder"] / "report.json").read_text())
+        report = json.loads((matrix / cell["folder"] / "report.json").read_text())
         for test in report["tests"]:
             anchor = failure_anchor(test["nodeid"])
             if test["outcome"] in ("xfailed", "failed") and test.get("expected") and test.get("actual") \
@@ -54,16 +65,16 @@ def _linked_failure_with_a_difference() -> tuple[str, str]:
     raise AssertionError("no linked failure of the committed matrix has an expected/actual difference")
 
 
-def test_the_matrix_page_in_chromium_leads_from_a_cell_to_its_failure(chromium_page) -> None:
+def test_the_matrix_page_in_chromium_leads_from_a_cell_to_its_failure(chromium_page, rebuilt: Path) -> None:
     page = chromium_page.page
-    chromium_page.open(MATRIX / "index.html")
+    chromium_page.open(rebuilt / "index.html")
     verdicts = page.locator("#runs td.verdict")
     assert verdicts.count() == len(_cells())
     for i in range(verdicts.count()):
         assert verdicts.nth(i).is_visible() and verdicts.nth(i).inner_text().startswith("PASS")
     grid = page.locator("#matrix")
     assert grid.is_visible() and grid.locator("td.cell.passed").count() > 100
-    folder, anchor = _linked_failure_with_a_difference()
+    folder, anchor = _linked_failure_with_a_difference(rebuilt)
     link = grid.locator(f"a[href='{folder}/report.html#{anchor}']").first
     assert link.is_visible(), "a broken requirement's cell links to its failure"
     chromium_page.screenshot("matrix-page")

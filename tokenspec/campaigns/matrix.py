@@ -5,7 +5,9 @@ that family's parsers, runs ``tokenspec run`` against it in a child process (wit
 expectations and profile of that configuration, a fixed seed), and keeps the run folder as
 ``<out>/<implementation>-<version>-<platform>-<family>/``. The page (``index.html``, ``matrix.md``,
 ``matrix.json``) is rebuilt from whatever run folders are there, so a committed matrix can be re-rendered
-without re-running anything (``--page-only``).
+without re-running anything (``--page-only``). A committed run keeps its data (report.json, summary.md,
+cell.json); its report.html is written again by ``--page-only``, and its junit.xml and failing request bodies stay
+out of git (re-running the cell writes them).
 """
 
 from __future__ import annotations
@@ -181,8 +183,18 @@ def requirement_states(report: dict[str, Any]) -> dict[str, tuple[str, str | Non
     return {**{rid: s for rid, s in unjudged.items() if rid not in judged}, **judged}
 
 
+def _run_page(folder: Path, report: dict[str, Any]) -> None:
+    """A cell's report.html, the page its matrix cells link to, written from its report.json when it is missing:
+    committed runs keep only their data (report.json, summary.md, cell.json); pages are built on demand."""
+    if not (folder / "report.html").is_file():
+        from tokenspec.suite.reporting.report_html import write_html
+
+        write_html(folder, report)
+
+
 def build_page(out_dir: Path) -> dict[str, Any]:
-    """Write ``matrix.json``, ``matrix.md`` and ``index.html`` from the run folders in ``out_dir``."""
+    """Write ``matrix.json``, ``matrix.md`` and ``index.html`` from the run folders in ``out_dir`` (and each run's
+    report.html where it is missing)."""
     from tokenspec.specs.catalogue import load_catalogue
 
     cells = cells_in(out_dir)
@@ -193,6 +205,7 @@ def build_page(out_dir: Path) -> dict[str, Any]:
     for cell in cells:
         report = json.loads((out_dir / cell.folder / "report.json").read_text())
         columns.append((cell, report, requirement_states(report)))
+        _run_page(out_dir / cell.folder, report)
     rows = {rid: [states.get(rid) for _, _, states in columns]
             for rid, req in sorted(catalogue.items()) if not req.withdrawn}
     doc = {"cells": [asdict(c) for c in cells],
