@@ -18,6 +18,17 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", "tests", *session.posargs)
 
 
+def _install_once(session: nox.Session, *args: str) -> None:
+    """Install tokenspec into the session's (reused) virtualenv only when it is new or pyproject.toml changed since:
+    a CI gate that runs the suite on every push should not reinstall the package each time."""
+    marker = Path(session.virtualenv.location) / ".tokenspec-installed"
+    stamp = f"{args} {(Path(__file__).parent / 'pyproject.toml').stat().st_mtime_ns}"
+    if marker.is_file() and marker.read_text() == stamp and (Path(session.bin) / "tokenspec").exists():
+        return
+    session.install(*args)
+    marker.write_text(stamp)
+
+
 #: Every exit status `tokenspec run` documents (`tokenspec run --help`); nox would fold them all into 1.
 RUN_EXIT_CODES = [0, 1, 2, 3, 130, 143]
 
@@ -27,8 +38,9 @@ def conformance(session: nox.Session) -> None:
     """Run the conformance suite; posargs go straight to `tokenspec run` (e.g. `-- --target URL`).
 
     The session ends with tokenspec's own exit status (0 pass, 1 MUST failure, 2 usage error, 3 inconclusive,
-    130/143 interrupted), so a CI gate reads the same codes through nox as from `tokenspec run`."""
-    session.install("-e", ".")
+    130/143 interrupted), so a CI gate reads the same codes through nox as from `tokenspec run`. nox needs the
+    `--` before tokenspec's own flags (what follows it is handed to the session, not parsed by nox)."""
+    _install_once(session, "-e", ".")
     import subprocess
 
     code = subprocess.call([str(Path(session.bin) / "tokenspec"), "run", *session.posargs])
