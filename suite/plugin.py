@@ -35,7 +35,6 @@ from typing import Any
 import pytest
 from _pytest.junitxml import xml_key
 
-from tokenspec.core.config import RunConfig
 from tokenspec.core.liveness import LIVENESS, LIVENESS_ENV, ServerLost
 from tokenspec.core.phases import CLOCK
 from tokenspec.core.progress import Counter
@@ -50,7 +49,7 @@ from tokenspec.suite.engine.results import (
     TestResult,
     safe_name,
 )
-from tokenspec.suite.engine.run_config import WORKER_KEY, handover, run_config, suite_dir
+from tokenspec.suite.engine.run_config import WORKER_KEY, active_run, handover, run_config, suite_dir
 
 SUITE_DIR = Path(__file__).resolve().parent
 _REQ_ID = re.compile(r"\[([A-Z]+-\d{3})\]")
@@ -98,13 +97,6 @@ def _active(config: pytest.Config) -> bool:
     return run_config(config) is not None
 
 
-def _run(config: pytest.Config) -> RunConfig:
-    """The configuration of an active run (tokenspec/suite/run_config.py)."""
-    found = run_config(config)
-    assert found is not None, "the suite's hooks run only when a target is given"
-    return found
-
-
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
     """xdist: each worker receives the controller's configuration as it is, never re-parsed from flags."""
@@ -121,7 +113,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_LostDuringSetup(), "tokenspec-lost-during-setup")
     CHECKS.active = bool(config.getini("enable_assertion_pass_hook"))
     config.pluginmanager.import_plugin("tokenspec.suite.engine.fixtures")
-    report_dir = _run(config).report
+    report_dir = active_run(config).report
     if report_dir and not config.option.xmlpath:
         # Runs before pytest's junitxml plugin configures itself, so it picks the path up.
         config.option.xmlpath = str(Path(report_dir) / "junit.xml")
@@ -161,7 +153,7 @@ def _watch_servers(config: pytest.Config) -> None:
     LIVENESS.watch(os.environ[LIVENESS_ENV])
     LIVENESS.current = "the probe"
     verify = transport_from_config(config).verify()
-    for role, url in _run(config).urls().items():
+    for role, url in active_run(config).urls().items():
         LIVENESS.check(role, url, verify)
     LIVENESS.current = ""
 
@@ -199,7 +191,7 @@ _STARTED = pytest.StashKey[tuple[float, str]]()
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
     if not _active(config):
         return None
-    run = _run(config)
+    run = active_run(config)
     return [
         f"tokenspec target: {run.target} engine: {run.engine} reference: {run.reference}",
         f"tokenspec seed: {run.seed} (re-run with --seed to reproduce)",
@@ -291,7 +283,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
     item.stash[_RETRIES_BEFORE] = RETRIES.count
     LIVENESS.current = item.nodeid
-    if _active(item.config) and (loss := LIVENESS.lost(_run(item.config).target)):
+    if _active(item.config) and (loss := LIVENESS.lost(active_run(item.config).target)):
         # A run that lost its target learns nothing more from it: every test left ends at once, not tested.
         item.user_properties.append(("lost", loss.role))
         pytest.skip(str(ServerLost(loss)))
@@ -502,7 +494,7 @@ def charged_server(config: pytest.Config, role: str, base_url: str, failed: list
     """The server whose answer broke a test: the one the failing (last) request went to, when that is another
     URL than the target's. The engine is charged only for requirements that are not the target's own (a
     generate refusing what the target rendered is the target's fault); the reference for any answer of its own."""
-    target = _run(config).target.rstrip("/")
+    target = active_run(config).target.rstrip("/")
     if role == "target" or base_url.rstrip("/") == target:
         return "target"
     if role == "engine":
@@ -612,7 +604,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         counter.add(outcome, (rid.split('-')[0] for rid in cited))
     evidence = outcome in ("failed", "error", "xfailed")
     request_file = ""
-    if evidence and "request_body" in props and (out := _run(config).report):
+    if evidence and "request_body" in props and (out := active_run(config).report):
         request_file = f"bodies/{safe_name(report.nodeid)}.bin"
         (Path(out) / "bodies").mkdir(parents=True, exist_ok=True)
         (Path(out) / request_file).write_bytes(base64.b64decode(props["request_body"]))
@@ -698,12 +690,12 @@ def pytest_runtestloop(session: pytest.Session) -> None:
 
 
 def _expectations_header(config: pytest.Config) -> str:
-    path = _run(config).expectations
+    path = active_run(config).expectations
     if not path:
         return ""
     from tokenspec.suite.engine.expectations import folder_family, load_expectations_file
 
-    family = folder_family(_run(config).tokenizer)
+    family = folder_family(active_run(config).tokenizer)
     scope = f"; entries of model family {family} and of every family" if family else (
         "; model family unknown: family-scoped entries apply loosely")
     return f"{path}: {load_expectations_file(path).header()}{scope}"
@@ -728,7 +720,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from tokenspec.suite.reporting.report import RunInfo, write_reports
 
     started, started_at = config.stash[_STARTED]
-    run = _run(config)
+    run = active_run(config)
     info = RunInfo(
         target=run.target, engine=run.engine, reference=run.reference, model=run.model, seed=run.seed,
         started_at=started_at,
@@ -758,7 +750,7 @@ def _losses(config: pytest.Config) -> tuple[dict[str, str], ...]:
 
     from tokenspec.core.liveness import origin
 
-    urls = _run(config).urls()
+    urls = active_run(config).urls()
     out = []
     for loss in LIVENESS.losses():
         roles = [role for role, url in urls.items() if origin(url) == loss.url] or [loss.role]
@@ -789,7 +781,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         from tokenspec.core.interrupts import INTERRUPTS
 
         INTERRUPTS.uninstall()
-    if not _active(config) or hasattr(config, "workerinput") or not (out := _run(config).report):
+    if not _active(config) or hasattr(config, "workerinput") or not (out := active_run(config).report):
         return
     from tokenspec.core.transport import redact_folder
     from tokenspec.suite.engine.fixtures import transport_from_config

@@ -16,13 +16,12 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tokenspec.core.config import RunConfig
 from tokenspec.core.phases import CLOCK
 from tokenspec.core.transport import Transport
 from tokenspec.suite.engine.checks import LAST_REQUEST
 from tokenspec.suite.engine.client import SuiteClient
 from tokenspec.suite.engine.gating import Capabilities
-from tokenspec.suite.engine.run_config import run_config
+from tokenspec.suite.engine.run_config import active_run
 from tokenspec.suite.engine.target import Codec, Target, card_max_model_len
 
 CAPABILITIES_ENV = "TOKENSPEC_CAPABILITIES"
@@ -31,7 +30,7 @@ CAPABILITIES_ENV = "TOKENSPEC_CAPABILITIES"
 def pytest_configure(config: pytest.Config) -> None:
     settings.register_profile(
         "tokenspec",
-        max_examples=_run(config).max_examples,
+        max_examples=active_run(config).max_examples,
         deadline=None,
         derandomize=False,
         database=None,
@@ -43,24 +42,18 @@ def pytest_configure(config: pytest.Config) -> None:
 _TRANSPORT = pytest.StashKey[Transport]()
 
 
-def _run(config: pytest.Config) -> RunConfig:
-    found = run_config(config)
-    assert found is not None, "the fixtures are registered only when a target is given"
-    return found
-
-
 def transport_from_config(config: pytest.Config) -> Transport:
     """The run's transport, its limits shared out over the xdist workers."""
     if _TRANSPORT not in config.stash:
         workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
-        config.stash[_TRANSPORT] = _run(config).transport.per_process(workers)
+        config.stash[_TRANSPORT] = active_run(config).transport.per_process(workers)
     return config.stash[_TRANSPORT]
 
 
 def target_from_config(config: pytest.Config) -> Target:
     from tokenspec.core.target import served_model
 
-    run = _run(config)
+    run = active_run(config)
     transport = transport_from_config(config)
     return Target(
         url=run.target,
@@ -81,7 +74,7 @@ def decide_capabilities(config: pytest.Config) -> Capabilities:
     from tokenspec.suite.engine.profile import load_profile
 
     target = target_from_config(config)
-    path = _run(config).profile
+    path = active_run(config).profile
     with CLOCK.timing("probe"):
         caps = probe(target, Codec(target), load_profile(path) if path else None)
     fd, file = tempfile.mkstemp(prefix="tokenspec-capabilities-", suffix=".json")

@@ -43,6 +43,13 @@ def run_config(config: pytest.Config) -> RunConfig | None:
     return config.stash[_RUN]
 
 
+def active_run(config: pytest.Config) -> RunConfig:
+    """The configuration of a run with a target: what the suite's hooks and fixtures, active only then, read."""
+    found = run_config(config)
+    assert found is not None, "the suite's hooks and fixtures run only when a target is given"
+    return found
+
+
 def handover(config: pytest.Config) -> Handover | None:
     """The runner's :class:`Handover`, registered as a plugin object by ``pytest.main(..., plugins=[...])``."""
     return next((p for p in config.pluginmanager.get_plugins() if isinstance(p, Handover)), None)
