@@ -7,10 +7,12 @@ the clients it used) becomes its curl and replay command.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 #: The SuiteClients a test used (in the test item's stash).
-LAST_REQUEST = pytest.StashKey[list]()
+LAST_REQUEST = pytest.StashKey[list[Any]]()  # SuiteClient (checks.py is below client.py)
 #: The server (role, base URL) a test judges when it talks to it other than through the suite's clients.
 SERVER = pytest.StashKey[tuple[str, str]]()
 

@@ -12,6 +12,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -23,6 +24,9 @@ from tokenspec.suite.engine.client import SuiteClient
 from tokenspec.suite.engine.gating import Capabilities
 from tokenspec.suite.engine.run_config import active_run
 from tokenspec.suite.engine.target import Codec, Target, card_max_model_len
+
+if TYPE_CHECKING:
+    from tokenspec.suite.oracles.render_oracle import RenderOracle
 
 CAPABILITIES_ENV = "TOKENSPEC_CAPABILITIES"
 
@@ -54,6 +58,7 @@ def target_from_config(config: pytest.Config) -> Target:
     from tokenspec.core.target import served_model
 
     run = active_run(config)
+    assert run.seed is not None, "the runner and a direct pytest run always choose a seed"
     transport = transport_from_config(config)
     return Target(
         url=run.target,
@@ -153,7 +158,7 @@ def tokenizer_dir(target: Target, capabilities: Capabilities) -> Path:
 
 
 @pytest.fixture(scope="session")
-def render_oracle(tokenizer_dir: Path):
+def render_oracle(tokenizer_dir: Path) -> RenderOracle:
     """transformers' apply_chat_template on the model folder (suite/oracles/render_oracle.py), or not tested."""
     from tokenspec.suite.engine.gating import not_tested
     from tokenspec.suite.oracles.render_oracle import OracleUnavailable, RenderOracle

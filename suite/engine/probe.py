@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -296,7 +296,7 @@ def _probe_generation(caps: Capabilities, rendered: Answer, states: list[Any]) -
                                                   " every versioned requirement is judged")
 
 
-def _probe_derender_logprobs(c: RoleClients, caps: Capabilities, target: Target, request: dict,
+def _probe_derender_logprobs(c: RoleClients, caps: Capabilities, target: Target, request: dict[str, Any],
                              ids: list[int]) -> None:
     """Whether derender turns tokens-mode logprobs into OpenAI logprobs, asked of derender itself: the suite
     writes the generate response, so no engine is needed. An answer that drops the logprobs is a broken
@@ -319,7 +319,8 @@ def _probe_derender_logprobs(c: RoleClients, caps: Capabilities, target: Target,
                     " tokens-mode logprobs (its tests judge the conversion)")
 
 
-def _derender_message(c: RoleClients, target: Target, ids: list[int], request: dict) -> tuple[Answer, dict]:
+def _derender_message(c: RoleClients, target: Target, ids: list[int],
+                      request: dict[str, Any]) -> tuple[Answer, dict[str, Any]]:
     response = {"request_id": "probe", "choices": [{"index": 0, "token_ids": ids, "finish_reason": "stop"}]}
     body = {"model": target.model, "generate_response": response, "prompt_tokens": 1, "chat_request": request}
     answer = _post(c, target.url, CHAT_DERENDER, body)
@@ -335,7 +336,7 @@ def _decodings(codec: Codec, text: str) -> set[str]:
     return {codec.decode(ids), codec.decode(ids, skip_special_tokens=True)}
 
 
-def _unchanged(message: dict, decoded: set[str]) -> bool:
+def _unchanged(message: dict[str, Any], decoded: set[str]) -> bool:
     return not message.get("reasoning") and not message.get("tool_calls") and (message.get("content") or "") in decoded
 
 
@@ -417,13 +418,13 @@ def _known(reasoning: str | None) -> str | None:
 
 
 def _distinguishing_answers(c: RoleClients, target: Target, codec: Codec, kind: str,
-                            tools: bool) -> dict[str, dict]:
+                            tools: bool) -> dict[str, dict[str, Any]]:
     request = table_request(target.model, tools, "thinking")  # the rows' own request
     return {shape: _derender_message(c, target, codec.encode(shapes()[shape]), request)[1]
             for shape in distinguishing_shapes(kind)}
 
 
-def _agrees(answers: dict[str, dict], config: tuple[str | None, str | None]) -> bool:
+def _agrees(answers: dict[str, dict[str, Any]], config: tuple[str | None, str | None]) -> bool:
     """Content, reasoning and tool calls of every answer as ``config`` specifies (finish_reason aside)."""
     for shape, message in answers.items():
         want = expected(*config, shape, "thinking")
@@ -437,7 +438,7 @@ def _probe_generate(c: RoleClients, caps: Capabilities, target: Target, rendered
     prompt = rendered.body["token_ids"] if rendered.ok and isinstance(rendered.body, dict) else [1, 2, 3]
     url = target.generate_url
 
-    def gen(extra_params: dict, **top: object) -> Answer:
+    def gen(extra_params: dict[str, Any], **top: object) -> Answer:
         params = {"max_tokens": 1, "temperature": 0, **extra_params}
         return _post(c, url, GENERATE, {"token_ids": prompt, "sampling_params": params, "model": target.model,
                                         **top})
@@ -502,20 +503,21 @@ def _probe_engine_roles(c: RoleClients, caps: Capabilities, target: Target, prom
 
 
 #: What chat render writes for a one-turn chat without tools (RENDER-025), for a renderer that predates parse_context.
-PLAIN_PARSE_CONTEXT = {"tools": None, "tool_choice": "none", "parallel_tool_calls": True, "include_reasoning": True,
-                       "chat_template_kwargs": {}, "history_tool_call_cnt": 0}
+PLAIN_PARSE_CONTEXT: dict[str, Any] = {
+    "tools": None, "tool_choice": "none", "parallel_tool_calls": True, "include_reasoning": True,
+    "chat_template_kwargs": {}, "history_tool_call_cnt": 0}
 
 
-def parse_context_of(rendered: Any) -> dict:
+def parse_context_of(rendered: Any) -> dict[str, Any]:
     """The parse_context a derender-mode generate sends: render's own, else that of a plain one-turn chat, so an
     engine behind an older renderer is judged too."""
     context = rendered.get("parse_context") if isinstance(rendered, dict) else None
     return context if isinstance(context, dict) else dict(PLAIN_PARSE_CONTEXT)
 
 
-def _choice(answer: Answer) -> dict:
+def _choice(answer: Answer) -> dict[str, Any]:
     try:
-        return answer.body["choices"][0]
+        return cast(dict[str, Any], answer.body["choices"][0])
     except (TypeError, KeyError, IndexError):
         return {}
 
@@ -555,7 +557,7 @@ def _probe_fields(c: RoleClients, caps: Capabilities, target: Target) -> None:
     caps.fields = honoured
 
 
-def _request_properties(document: dict, operation: dict) -> set[str] | None:
+def _request_properties(document: dict[str, Any], operation: dict[str, Any]) -> set[str] | None:
     """Property names of an operation's JSON request body, over anyOf/oneOf/allOf variants (None: unknown)."""
     try:
         schema = operation["requestBody"]["content"]["application/json"]["schema"]
@@ -575,7 +577,7 @@ def _request_properties(document: dict, operation: dict) -> set[str] | None:
     return names or None
 
 
-def _resolve(document: dict, ref: str) -> dict | None:
+def _resolve(document: dict[str, Any], ref: str) -> dict[str, Any] | None:
     node: Any = document
     for part in ref.removeprefix("#/").split("/"):
         node = node.get(part) if isinstance(node, dict) else None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tokenspec.core.errors import UsageError, read_user_yaml
 from tokenspec.suite.engine.gating import Capabilities, Decision
@@ -20,7 +20,7 @@ from tokenspec.suite.engine.gating import Capabilities, Decision
 def profile_schema() -> dict[str, Any]:
     from tokenspec.specs.catalogue import SPEC_DIR
 
-    return json.loads((SPEC_DIR / "profile.schema.json").read_text())
+    return cast(dict[str, Any], json.loads((SPEC_DIR / "profile.schema.json").read_text()))
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import httpx
 
 from tokenspec.core.transport import Transport
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 
 @dataclass(frozen=True)
@@ -33,7 +37,7 @@ class Target:
         return self.engine_url or self.url
 
 
-def model_card(url: str, transport: Transport, role: str = "target", model: str | None = None) -> dict:
+def model_card(url: str, transport: Transport, role: str = "target", model: str | None = None) -> dict[str, Any]:
     """The ``/v1/models`` card of ``model`` (or the first card) at ``url``; ``{}`` when there is none."""
     try:
         with transport.client(role) as client:
@@ -60,7 +64,7 @@ class Codec:
     target: Target
 
     @cached_property
-    def _local(self):  # -> tokenizers.Tokenizer | None
+    def _local(self) -> Tokenizer | None:
         if self.target.tokenizer_dir is None:
             return None
         from tokenizers import Tokenizer
@@ -68,11 +72,11 @@ class Codec:
         return Tokenizer.from_file(str(self.target.tokenizer_dir / "tokenizer.json"))
 
     @cached_property
-    def _folder_config(self) -> dict:
+    def _folder_config(self) -> dict[str, Any]:
         """config.json, generation_config.json and tokenizer_config.json of the model folder, merged by name."""
         import json
 
-        out: dict = {}
+        out: dict[str, Any] = {}
         for name in ("config.json", "generation_config.json", "tokenizer_config.json"):
             path = self.target.tokenizer_dir / name if self.target.tokenizer_dir else None
             if path is not None and path.exists():
@@ -116,7 +120,7 @@ class Codec:
         return tuple(sorted(set(self.encode(sample))))
 
     @cached_property
-    def facts(self) -> dict:
+    def facts(self) -> dict[str, Any]:
         """The tokenizer's EOS and special ids (``{"eos_ids": [...], "special": {"<id>": "<text>"}}``) and where
         they came from (``"source"``): the model folder's own files; without a folder, the golden file of the
         fingerprint the target's card reports as its ``tokenizer_version`` (recorded from that model's folder);
@@ -159,7 +163,7 @@ class Codec:
         return str(resp["prompt"])
 
 
-    def _remote(self, path: str, body: dict) -> dict:
+    def _remote(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         try:
             with self.target.transport.client() as client:
                 resp = client.post(f"{self.target.url}{path}", json=body)
@@ -167,10 +171,10 @@ class Codec:
             raise CodecUnavailable(f"{path} failed: {exc}") from None
         if resp.status_code != 200:
             raise CodecUnavailable(f"{path} answered {resp.status_code}; pass --tokenizer DIR")
-        return resp.json()
+        return cast(dict[str, Any], resp.json())
 
 
-def folder_facts(tokenizer, configs: dict) -> dict:
+def folder_facts(tokenizer: Tokenizer, configs: dict[str, Any]) -> dict[str, Any]:
     """EOS ids (generation_config.json / config.json, and tokenizer_config.json's eos_token) and the ids the
     tokenizer marks special, read from a model folder's files (``configs``: those files by name)."""
     ids: list[int] = []
