@@ -732,6 +732,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         collected=counter.total if (counter := config.stash.get(_COUNTER, None)) else len(session.items),
         insecure=run.transport.insecure,
         lost=_losses(config),
+        settings=dict(run.origins),
     )
     if info.lost and (xml := config.stash.get(xml_key, None)) is not None:
         xml.add_global_property("tokenspec_verdict", "INCONCLUSIVE")

@@ -74,12 +74,15 @@ def _prepare_pytest_environment() -> None:
 
 
 def run_from_args(args: argparse.Namespace) -> int:
-    report_dir = _fresh_report_dir(args.report)
+    from tokenspec.core.config_file import find_config, load_config
+
+    settings = load_config(None if args.no_config else Path(args.config) if args.config else find_config(Path.cwd()))
+    config = RunConfig.from_args(args, settings)
+    report_dir = _fresh_report_dir(config.report)
     try:
         INTERRUPTS.arm()
-        config = RunConfig.from_args(args)
     except KeyboardInterrupt:
-        return _interrupted(report_dir, args.target, "")
+        return _interrupted(report_dir, config.target, "")
     return run(replace(config, report=str(report_dir))).exit_code
 
 

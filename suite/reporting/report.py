@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tokenspec.core.version import __version__
@@ -49,6 +49,8 @@ class RunInfo:
     insecure: bool = False
     #: The servers the run lost (``tokenspec.core.liveness.Loss`` as dicts, role named by the run's URLs).
     lost: tuple[dict[str, str], ...] = ()
+    #: Where each setting that is not a default came from (``RunConfig.origins``: setting -> origin).
+    settings: dict[str, str] = field(default_factory=dict)
 
 
 def report_dict(info: RunInfo, results: list[TestResult], collection_errors: list[str] | None = None,
@@ -63,6 +65,7 @@ def report_dict(info: RunInfo, results: list[TestResult], collection_errors: lis
         "contract": CONTRACT_VERSION,
         "expectations": info.expectations,
         "profile": info.profile,
+        "settings": info.settings,
         "capabilities": capabilities,
         "collection_errors": collection_errors or [],
         "tokenspec_version": __version__,
@@ -186,6 +189,7 @@ def summary_markdown(info: RunInfo, results: list[TestResult], capabilities: dic
         f"- started {info.started_at}, {info.duration_s:.1f} s, seed {info.seed}, tokenspec {__version__},"
         f" runner contract {CONTRACT_VERSION}",
         f"- expectations: {info.expectations or 'none'}; profile: {info.profile or 'none (the probe decided)'}",
+        *([f"- settings: {_settings_line(info.settings)}"] if info.settings else []),
         "",
         "| total | " + " | ".join(summary.counts) + " |",
         "|---:|" + "---:|" * len(summary.counts),
@@ -303,3 +307,11 @@ def _decision_lines(capabilities: dict | None) -> list[str]:
               for d in capabilities.get("decisions") or []]
     return [*lines, ""]
 
+
+def _settings_line(origins: dict[str, str]) -> str:
+    """Which settings came from where: ``from tokenspec.toml: target, profile; from the command line: seed``."""
+    by_origin: dict[str, list[str]] = {}
+    for name, origin in origins.items():
+        by_origin.setdefault(origin, []).append(name)
+    return "; ".join(f"from {'the command line' if origin == 'command line' else f'`{origin}`'}: {', '.join(names)}"
+                     for origin, names in by_origin.items())

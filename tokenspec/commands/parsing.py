@@ -135,8 +135,14 @@ def command(
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
-    """The flags of ``tokenspec run`` (also accepted by ``nox -s conformance -- ...``)."""
-    p.add_argument("--target", required=True, metavar="URL",
+    """The flags of ``tokenspec run`` (also accepted by ``nox -s conformance -- ...``). Each may be kept in the
+    settings file instead (``tokenspec/core/config_file.py``), so every default is None here and the defaults
+    the help names are applied once, by ``RunConfig.from_args``."""
+    p.add_argument("--config", metavar="FILE",
+                   help="settings file (default: the nearest tokenspec.toml, or pyproject.toml with [tool.tokenspec],"
+                        " at or above the working directory); flags override its settings")
+    p.add_argument("--no-config", action="store_true", help="ignore any settings file")
+    p.add_argument("--target", metavar="URL",
                    help="base URL (no /v1) hosting render/derender, and generate unless --engine is given")
     p.add_argument("--engine", metavar="URL", help="base URL hosting /inference/v1/generate")
     p.add_argument("--reference", metavar="URL",
@@ -146,22 +152,23 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokenizer", metavar="DIR",
                    help="local model folder with the target's tokenizer, for token-level checks")
     p.add_argument("--report", metavar="DIR",
-                   help="write report.json, junit.xml and summary.md here (default: a new temporary folder)")
-    p.add_argument("--level", choices=["must", "should", "may"], default="may", help="lowest level to run")
+                   help="write report.json, summary.md, report.html and junit.xml here (default: a new temporary"
+                        " folder)")
+    p.add_argument("--level", choices=["must", "should", "may"], help="lowest level to run (default: may)")
     p.add_argument("--expectations", metavar="FILE",
-                   help="YAML file of known failures (see reports/expectations/)")
+                   help="YAML file of known failures (tokenspec init drafts one; tokenspec expectations draft)")
     p.add_argument("--profile", metavar="FILE",
                    help="YAML target profile: what the target declares (specs/profile.schema.json); "
                         "without it the probe decides")
-    p.add_argument("-n", "--workers", default="2", help="parallel workers (pytest-xdist), or 0 for none")
+    p.add_argument("-n", "--workers", help="parallel workers (pytest-xdist), or 0 for none (default: 2)")
     p.add_argument("-k", dest="keyword", metavar="EXPR", help="only tests matching this pytest -k expression")
     p.add_argument("--seed", type=int, help="hypothesis/schemathesis seed (default: random, printed by every run)")
     p.add_argument("--timeout", action="append", metavar="[ROLE=]SECONDS",
                    help="request timeout; ROLE is target, engine or reference, none for every role; repeatable"
                         " (default: target=30 engine=60 reference=60)")
     add_transport_arguments(p)
-    p.add_argument("--max-examples", type=int, default=25, help="hypothesis examples per property test")
-    p.add_argument("--no-shrink", action="store_true",
+    p.add_argument("--max-examples", type=int, help="hypothesis examples per property test (default: 25)")
+    p.add_argument("--no-shrink", action="store_true", default=None,
                    help="report a property test's first failing example without shrinking it (a faster verdict, "
                         "a longer reproduction)")
     p.add_argument("--require-judged", choices=["must", "should", "may"], metavar="LEVEL",
@@ -179,7 +186,7 @@ def add_transport_arguments(p: argparse.ArgumentParser) -> None:
                    help="extra request header; VALUE may be $ENV_VAR (keep secrets there: reports show the"
                         " variable, never its value); repeatable")
     p.add_argument("--ca-bundle", metavar="FILE", help="PEM file of the CA(s) that sign the servers' TLS certificates")
-    p.add_argument("--insecure", action="store_true",
+    p.add_argument("--insecure", action="store_true", default=None,
                    help="do not verify TLS certificates (the report's headline says so)")
     p.add_argument("--max-concurrency", type=int, metavar="N", help="at most N requests in flight, whole run")
     p.add_argument("--max-rps", type=float, metavar="R", help="at most R requests started per second, whole run")

@@ -1,7 +1,7 @@
 """One typed configuration of a suite run.
 
-The CLI builds a :class:`RunConfig` from its flags (:meth:`RunConfig.from_args`); the embedded job, the
-matrix and the mutants campaign build one directly. It crosses into pytest as an object (and into xdist
+The CLI builds a :class:`RunConfig` from its flags over the settings file's values (:meth:`RunConfig.from_args`,
+``tokenspec/core/config_file.py``); the embedded job, the matrix and the mutants campaign build one directly. It crosses into pytest as an object (and into xdist
 workers as :meth:`RunConfig.to_json`'s text), never as flags; :meth:`RunConfig.cli_args` is the only way back
 to flags: the replay command a report prints, and the command line of a run started as a child process.
 """
@@ -14,10 +14,17 @@ import shlex
 import sys
 from dataclasses import dataclass, field, fields
 
+from tokenspec.core.config_file import FileSettings
+from tokenspec.core.errors import UsageError
 from tokenspec.core.target import normalise_url
 from tokenspec.core.transport import Transport
 
 __all__ = ["RunConfig"]
+
+#: The ``tokenspec run`` options a settings file may hold, by argparse destination.
+_RUN_SETTINGS = ("target", "engine", "reference", "model", "tokenizer", "report", "level", "expectations",
+                 "profile", "workers", "keyword", "seed", "max_examples", "no_shrink", "require_judged", "timeout",
+                 "api_key_env", "header", "ca_bundle", "insecure", "max_concurrency", "max_rps")
 
 
 @dataclass(frozen=True)
@@ -38,6 +45,8 @@ class RunConfig:
     no_shrink: bool = False
     require_judged: str | None = None
     transport: Transport = field(default_factory=Transport)
+    #: Where each setting that is not a default came from: "command line" or the settings file's path.
+    origins: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in ("target", "engine", "reference"):
@@ -45,14 +54,30 @@ class RunConfig:
                 object.__setattr__(self, name, normalise_url(url))
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> RunConfig:
-        """The flags of ``tokenspec run`` (``add_run_arguments``), checked."""
+    def from_args(cls, args: argparse.Namespace, settings: FileSettings | None = None) -> RunConfig:
+        """The flags of ``tokenspec run`` (``add_run_arguments``, whose defaults are all None) over the values of
+        its settings file, checked: a flag given overrides the file, the file overrides the defaults."""
+        given = vars(args)
+        merged = dict(given)
+        origins: dict[str, str] = {}
+        for dest in _RUN_SETTINGS:
+            if given.get(dest) is not None:
+                origins[dest] = "command line"
+            elif settings is not None and dest in settings.values:
+                merged[dest] = settings.values[dest]
+                origins[dest] = str(settings.path)
+        if not merged.get("target"):
+            raise UsageError("no target: pass --target URL, or set target in tokenspec.toml (tokenspec init writes one)")
+        values = argparse.Namespace(**merged)
         return cls(
-            target=args.target, engine=args.engine, reference=args.reference, model=args.model,
-            tokenizer=args.tokenizer, report=args.report, level=args.level, expectations=args.expectations,
-            profile=args.profile, workers=str(args.workers), keyword=args.keyword, seed=args.seed,
-            max_examples=args.max_examples, no_shrink=args.no_shrink, require_judged=args.require_judged,
-            transport=Transport.from_args(args),
+            target=values.target, engine=values.engine, reference=values.reference, model=values.model,
+            tokenizer=values.tokenizer, report=values.report, level=values.level or "may",
+            expectations=values.expectations, profile=values.profile, workers=str(values.workers or "2"),
+            keyword=values.keyword, seed=values.seed,
+            max_examples=values.max_examples if values.max_examples is not None else 25,
+            no_shrink=bool(values.no_shrink), require_judged=values.require_judged,
+            transport=Transport.from_args(values),
+            origins={dest.replace("_", "-"): origin for dest, origin in origins.items()},
         )
 
     def to_json(self) -> str:

@@ -182,7 +182,7 @@ class Transport:
         no ``[ROLE=]SECONDS`` flag)."""
         return cls.from_flags(api_key_env=args.api_key_env or (), header=args.header or (),
                               timeout=timeout if timeout is not None else (getattr(args, "timeout", None) or ()),
-                              ca_bundle=args.ca_bundle, insecure=args.insecure,
+                              ca_bundle=args.ca_bundle, insecure=bool(args.insecure),
                               max_concurrency=args.max_concurrency, max_rps=args.max_rps)
 
     def flags(self) -> list[str]:
