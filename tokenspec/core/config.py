@@ -67,7 +67,8 @@ class RunConfig:
                 merged[dest] = settings.values[dest]
                 origins[dest] = str(settings.path)
         if not merged.get("target"):
-            raise UsageError("no target: pass --target URL, or set target in tokenspec.toml (tokenspec init writes one)")
+            raise UsageError("no target: pass --target URL, or set target in tokenspec.toml"
+                             " (tokenspec init writes one)")
         values = argparse.Namespace(**merged)
         return cls(
             target=values.target, engine=values.engine, reference=values.reference, model=values.model,
