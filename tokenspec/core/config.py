@@ -3,7 +3,8 @@
 The CLI builds a :class:`RunConfig` from its flags over the settings file's values (:meth:`RunConfig.from_args`,
 ``tokenspec/core/config_file.py``); the embedded job, the matrix and the mutants campaign build one directly. It
 crosses into pytest as an object (and into xdist workers as :meth:`RunConfig.to_json`'s text), never as flags;
-:meth:`RunConfig.cli_args` is the only way back to flags: the replay command a report prints, and the command line of a run started as a child process.
+:meth:`RunConfig.cli_args` is the only way back to flags: the replay command a report prints, and the command
+line of a run started as a child process.
 """
 
 from __future__ import annotations
