@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,37 @@ def vllm_render(vllm_install: vllm.VllmInstall, tiny_model: BuildResult) -> Iter
     """vLLM's GPU-less render server with the same parsers."""
     with _server(vllm_install, "render", tiny_model, vllm.parser_args("hermes", "qwen3")) as server:
         yield server
+
+
+@dataclass(frozen=True)
+class InstalledPackage:
+    """A wheel built from this checkout, installed into a clean virtualenv (no source tree on its path)."""
+
+    wheel: Path
+    venv: Path
+
+
+@pytest.fixture(scope="session")
+def installed_package(tmp_path_factory: pytest.TempPathFactory) -> InstalledPackage:
+    """The package as a CI job installs it (dependencies resolved by pip); shared by the tests of the package,
+    the CI gate and the workflows."""
+    import subprocess
+    import sys
+    import time
+
+    root = Path(__file__).resolve().parents[1]
+    work = tmp_path_factory.mktemp("package")
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", str(root), "-w", str(work / "dist")],
+                   check=True, capture_output=True, timeout=600)
+    built = time.monotonic()
+    (wheel,) = (work / "dist").glob("tokenspec-*.whl")
+    subprocess.run([sys.executable, "-m", "venv", str(work / "venv")], check=True, timeout=300)
+    done = subprocess.run([str(work / "venv" / "bin" / "pip"), "install", "-q", str(wheel)], capture_output=True,
+                          text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    print(f"wheel built in {built - started:.0f} s, installed in {time.monotonic() - built:.0f} s")
+    return InstalledPackage(wheel, work / "venv")
 
 
 @pytest.fixture(scope="session")

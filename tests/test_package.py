@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -31,20 +29,8 @@ def test_our_model_is_listed(api, target):
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Path:
-    """The virtualenv the built wheel is installed into (dependencies resolved by pip, as in CI)."""
-    work = tmp_path_factory.mktemp("package")
-    started = time.monotonic()
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", str(ROOT), "-w", str(work / "dist")],
-                   check=True, capture_output=True, timeout=600)
-    built = time.monotonic()
-    (wheel,) = (work / "dist").glob("tokenspec-*.whl")
-    subprocess.run([sys.executable, "-m", "venv", str(work / "venv")], check=True, timeout=300)
-    done = subprocess.run([str(work / "venv" / "bin" / "pip"), "install", "-q", str(wheel)], capture_output=True,
-                          text=True, timeout=1200)
-    assert done.returncode == 0, done.stderr[-3000:]
-    print(f"wheel built in {built - started:.0f} s, installed in {time.monotonic() - built:.0f} s")
-    return work / "venv"
+def installed(installed_package) -> Path:
+    return installed_package.venv
 
 
 def test_the_installed_package_runs_the_suite_and_the_plugin(installed, tiny_model, tmp_path) -> None:

@@ -27,6 +27,7 @@ from tokenspec.core.errors import UsageError, writable_folder
 from tokenspec.core.interrupts import INTERRUPTS
 from tokenspec.core.target import check_access, check_model_served, check_reachable, served_model
 from tokenspec.core.transport import Transport, redact, redact_folder
+from tokenspec.github_actions import announce
 
 
 def pytest_args(config: RunConfig) -> list[str]:
@@ -153,6 +154,7 @@ def run(config: RunConfig) -> RunResult:
         code = _interrupted(report_dir, config.target, config.replay_command(seed), config.transport)
         written = report_dir / "report.json"
         data = json.loads(written.read_text()) if written.exists() else None
+        announce(code, report_dir, data, [])
         return RunResult(code, data["headline"] if data else "INTERRUPTED", report_dir, data)
     data = handover.report
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or data is None:
@@ -185,12 +187,16 @@ def run(config: RunConfig) -> RunResult:
     if code == EXIT_INCONCLUSIVE:
         print("tokenspec: no verdict: a server this run needs stopped answering; the tests that needed it after"
               " that are not tested (report.json: lost_servers). Restart it and run again.")
+        announce(code, report_dir, data, found)
         return RunResult(code, data["headline"], report_dir, data)
+    gate: list[str] = []
     if config.require_judged and (gaps := blind(tests, config.require_judged)):
-        print(f"tokenspec: FAIL (--require-judged {config.require_judged}): {len(gaps)} requirement(s) cited by this"
-              f" run's tests were never judged: {', '.join(u.id for u in gaps[:12])}"
-              f"{' ...' if len(gaps) > 12 else ''}")
+        gate.append(f"FAIL (--require-judged {config.require_judged}): {len(gaps)} requirement(s) cited by this"
+                    f" run's tests were never judged: {', '.join(u.id for u in gaps[:12])}"
+                    f"{' ...' if len(gaps) > 12 else ''}")
+        print(f"tokenspec: {gate[0]}")
         code = 1
+    announce(code, report_dir, data, found, gate)
     return RunResult(code, data["headline"], report_dir, data)
 
 

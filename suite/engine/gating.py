@@ -54,6 +54,12 @@ ROLE_ROUTES: dict[str, tuple[str, str]] = {
 #: Optional GET routes of the target that are roles of their own for the fuzzer (a framework 404 there is "not
 #: hosted"); their own requirement (UTIL-007) still judges a missing route, so the client's gate leaves them be.
 GET_ROLES: dict[str, str] = {"/version": "version"}
+#: The engine features the generate probe decides.
+GENERATE_FEATURES = ("logprobs", "prompt-logprobs", "text-output-mode", "multi-choice", "stop-strings",
+                     "derender-output-mode", "derender-output-mode-stream")
+#: What an engine may leave out beside generate, each decided from its own answer (generate-only engines ship
+#: without them): token-id streaming (a 501 to stream:true) and the abort route.
+ENGINE_ROLES = ("generate-streaming", "abort")
 #: What a user passes to let the suite test a role or input it lacks.
 ENABLE: dict[str, str] = {
     "generate": "pass --engine URL (a server hosting /inference/v1/generate)",

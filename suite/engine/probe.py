@@ -36,7 +36,7 @@ from tokenspec.specs.parser_families import (
     table_request,
 )
 from tokenspec.specs.samples import WEATHER_TOOL
-from tokenspec.suite.engine.gating import ENABLE, Capabilities
+from tokenspec.suite.engine.gating import ENABLE, ENGINE_ROLES, GENERATE_FEATURES, Capabilities
 from tokenspec.suite.engine.profile import Profile
 from tokenspec.suite.engine.target import Codec, CodecUnavailable, Target, model_card
 
@@ -479,12 +479,6 @@ def _probe_generate(c: RoleClients, caps: Capabilities, target: Target, rendered
     optional("stop-strings", out, out.ok)
 
 
-#: The engine features the generate probe decides.
-GENERATE_FEATURES = ("logprobs", "prompt-logprobs", "text-output-mode", "multi-choice", "stop-strings",
-                     "derender-output-mode", "derender-output-mode-stream")
-#: What an engine may leave out beside generate, each decided from its own answer (generate-only engines ship
-#: without them): token-id streaming (a 501 to stream:true) and the abort route.
-ENGINE_ROLES = ("generate-streaming", "abort")
 ABORT = "/inference/v1/abort_requests"
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from tokenspec.core.errors import UsageError, read_user_yaml
-from tokenspec.suite.engine.gating import Capabilities, Decision
+from tokenspec.suite.engine.gating import ENGINE_ROLES, GENERATE_FEATURES, Capabilities, Decision
 
 
 def profile_schema() -> dict[str, Any]:
@@ -46,6 +46,14 @@ class Profile:
             else:
                 caps.declared[feature] = "unsupported"
                 caps.decide(feature, "unsupported", "profile", f"declared not offered by {self.path}{seen}")
+        if self.features.get("generate") is False:
+            # What needs generate is not offered where generate is declared absent: its tests are unsupported
+            # (the target's declared shape), not "not tested" (a gap of the run).
+            for feature in (*GENERATE_FEATURES, *ENGINE_ROLES):
+                decision = caps.decisions.get(feature)
+                if feature not in self.features and decision is not None and decision.status == "not-tested":
+                    caps.decide(feature, "unsupported", "profile",
+                                f"needs generate, which {self.path} declares not offered")
         for kind, family in self.parsers.items():
             caps.observed[f"{kind}-parser"] = _family_decision(caps, kind)
             caps.declared[f"{kind}-parser"] = family

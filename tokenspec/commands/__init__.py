@@ -8,6 +8,7 @@ from tokenspec.commands import (
     embedded,
     expectations,
     golden,
+    init,
     matrix,
     model,
     mutants,
@@ -19,4 +20,5 @@ from tokenspec.commands import (
 )
 
 #: In the order ``tokenspec --help`` lists them.
-COMMANDS = (model, golden, expectations, spec, run, serve, vllm, parity, bench, mutants, matrix, compare, embedded)
+COMMANDS = (init, run, model, golden, expectations, spec, serve,
+            vllm, parity, bench, mutants, matrix, compare, embedded)
