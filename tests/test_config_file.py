@@ -97,7 +97,14 @@ def test_a_run_from_the_file_reports_where_each_setting_came_from(tmp_path: Path
             f'target = "{url}"\ntokenizer = "{tiny_model.model_dir}"\nreport = "out"\nlevel = "must"\nworkers = 0\n')
         done = subprocess.run([sys.executable, "-m", "tokenspec", "run", "-k", "test_golden", "--seed", "3"],
                               cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        verbose = subprocess.run([sys.executable, "-m", "tokenspec", "run", "-k", "test_golden", "--verbose",
+                                  "--report", "loud"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    # The terminal is tokenspec's: what is tested and where the settings came from first, no pytest header.
+    assert done.stdout.startswith(f"tokenspec: testing target {url} (model {DEFAULT_MODEL_NAME}); seed 3;"
+                                  f" settings from {tmp_path / 'tokenspec.toml'}\n"), done.stdout[:500]
+    assert "rootdir:" not in done.stdout and "site-packages" not in done.stdout
+    assert verbose.returncode == 0 and "rootdir:" in verbose.stdout and "PASSED" in verbose.stdout, verbose.stdout[:1500]
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     file = str(tmp_path / "tokenspec.toml")
     assert report["settings"] == {"target": file, "tokenizer": file, "report": file, "level": file, "workers": file,

@@ -48,6 +48,9 @@ def pytest_args(config: RunConfig) -> list[str]:
         # `--seed` replays the same examples.
         f"--hypothesis-seed={config.seed}",
     ]
+    # pytest's header (rootdir, plugins, site-packages paths) and xdist's lines only when asked for, with each
+    # test's name and outcome.
+    out.append("-v" if config.verbose else "-q")
     if config.workers not in ("0", "1"):
         out += ["-n", config.workers, "--dist", "loadgroup"]
     if config.keyword:
@@ -142,6 +145,7 @@ def run(config: RunConfig) -> RunResult:
         INTERRUPTS.arm()  # from here to the suite's end an interrupt always leaves an INTERRUPTED report
         config = handover.config = check_servers(config)
         _prepare_pytest_environment()
+        print(_opening_line(config), flush=True)
         INTERRUPTS.defer()  # pytest loads its plugins; the suite plugin arms again before the probe
         INTERRUPTS.insisting(True)
         with redacted_output(config.transport.secrets()):
@@ -198,6 +202,14 @@ def run(config: RunConfig) -> RunResult:
         code = 1
     announce(code, report_dir, data, found, gate)
     return RunResult(code, data["headline"], report_dir, data)
+
+
+def _opening_line(config: RunConfig) -> str:
+    """What is tested, with what seed, and where the settings came from: the line a CI log starts with."""
+    roles = ", ".join(f"{role} {url}" for role, url in config.urls().items())
+    files = sorted({origin for origin in config.origins.values() if origin != "command line"})
+    where = f"; settings from {', '.join(files)}" if files else ""
+    return f"tokenspec: testing {roles} (model {config.model}); seed {config.seed}{where}"
 
 
 def _fresh_report_dir(report: str | None) -> Path:

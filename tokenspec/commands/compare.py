@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="RUN_A and RUN_B are run folders (or their report.json), typically two versions of one\n"
                     "implementation on one configuration. Tests are matched by name.",
         exits=(EXIT_OK + ": nothing regressed", "1  a test that passed in RUN_A fails in RUN_B", EXIT_USAGE),
-        examples=["tokenspec compare reports/matrix/vllm-0.32.0-cpu-tiny reports/matrix/aphrodite-0.24.1-cpu-tiny",
+        examples=["tokenspec compare out/main out/my-branch",
                   "tokenspec compare out/v1 out/v2 --out out/compare"],
     )
     compare.add_argument("run_a", metavar="RUN_A", help="the earlier run (folder or report.json)")

@@ -22,7 +22,7 @@ def _init(args: argparse.Namespace) -> int:
                         ("--expectations", args.expectations)):
         if value:
             raise UsageError(f"tokenspec init writes its own {flag.lstrip('-')}; run it without {flag}")
-    root = Path(args.dir).resolve()
+    root = Path(args.dir or ".").resolve()
     scaffold.refuse_overwrite(root, args.force)
     if not args.target and sys.stdin.isatty():
         args.target = input("URL of the server to test (its base URL, without /v1): ").strip() or None
@@ -95,7 +95,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         ],
     )
     add_run_arguments(init)
-    init.add_argument("--dir", default=".", help="the repository to set up (default: the working directory)")
+    init.add_argument("--dir", help="the repository to set up (default: the working directory)")
     init.add_argument("--implementation", metavar="'NAME VERSION'",
                       help="what the server is (default: its /v1/models owner and /version)")
     init.add_argument("--install", metavar="SPEC",

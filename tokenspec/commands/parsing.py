@@ -171,6 +171,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-shrink", action="store_true", default=None,
                    help="report a property test's first failing example without shrinking it (a faster verdict, "
                         "a longer reproduction)")
+    p.add_argument("-v", "--verbose", action="store_true", default=None,
+                   help="show pytest's own lines too (its header, each test's name), not only tokenspec's")
     p.add_argument("--require-judged", choices=["must", "should", "may"], metavar="LEVEL",
                    help="fail the run (exit 1) when a requirement of LEVEL or stronger that this run's tests cite"
                         " was never judged (each of its tests not tested or broken); must, should or may")

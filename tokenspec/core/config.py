@@ -24,8 +24,8 @@ __all__ = ["RunConfig"]
 
 #: The ``tokenspec run`` options a settings file may hold, by argparse destination.
 _RUN_SETTINGS = ("target", "engine", "reference", "model", "tokenizer", "report", "level", "expectations",
-                 "profile", "workers", "keyword", "seed", "max_examples", "no_shrink", "require_judged", "timeout",
-                 "api_key_env", "header", "ca_bundle", "insecure", "max_concurrency", "max_rps")
+                 "profile", "workers", "keyword", "seed", "max_examples", "no_shrink", "require_judged", "verbose",
+                 "timeout", "api_key_env", "header", "ca_bundle", "insecure", "max_concurrency", "max_rps")
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,8 @@ class RunConfig:
     max_examples: int = 25
     no_shrink: bool = False
     require_judged: str | None = None
+    #: pytest's own lines too (its header, each test's name), not only tokenspec's progress and summary.
+    verbose: bool = False
     transport: Transport = field(default_factory=Transport)
     #: Where each setting that is not a default came from: "command line" or the settings file's path.
     origins: dict[str, str] = field(default_factory=dict)
@@ -77,7 +79,7 @@ class RunConfig:
             expectations=values.expectations, profile=values.profile, workers=str(values.workers or "2"),
             keyword=values.keyword, seed=values.seed,
             max_examples=values.max_examples if values.max_examples is not None else 25,
-            no_shrink=bool(values.no_shrink), require_judged=values.require_judged,
+            no_shrink=bool(values.no_shrink), require_judged=values.require_judged, verbose=bool(values.verbose),
             transport=Transport.from_args(values),
             origins={dest.replace("_", "-"): origin for dest, origin in origins.items()},
         )
@@ -118,6 +120,8 @@ class RunConfig:
             parts.append("--no-shrink")
         if self.require_judged:
             parts += ["--require-judged", self.require_judged]
+        if self.verbose:
+            parts.append("--verbose")
         if self.keyword:
             parts += ["-k", self.keyword]
         return parts

@@ -48,6 +48,7 @@ SETTINGS_SCHEMA: dict[str, Any] = {
         "max-examples": {"type": "integer", "minimum": 1},
         "no-shrink": {"type": "boolean"},
         "insecure": {"type": "boolean"},
+        "verbose": {"type": "boolean"},
         "max-concurrency": {"type": "integer", "minimum": 1},
         "max-rps": {"type": "number", "exclusiveMinimum": 0},
         "timeout": {"oneOf": [{"type": "number", "exclusiveMinimum": 0}, _PER_ROLE_NUMBER]},
