@@ -74,6 +74,13 @@ def vllm(session: nox.Session) -> None:
 
 
 @nox.session
+def docs(session: nox.Session) -> None:
+    """The documentation site, built strictly (broken links and anchors fail it) into site/."""
+    session.install("-e", ".[dev]")
+    session.run("mkdocs", "build", "--strict", *session.posargs)
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     session.install("ruff")
     session.run("ruff", "check", "tokenspec", "suite", "harness", "specs", "tests", "noxfile.py")
