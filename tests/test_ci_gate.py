@@ -225,3 +225,23 @@ def test_the_workflow_init_writes_runs_the_gate(installed_package, action_checko
                                                                          "tokenspec.yml")
     assert not job.failed, job.log()
     assert "tokenspec: PASS" in job.step("conformance gate").output
+
+
+@pytest.mark.vllm
+def test_the_matrix_fans_out_one_job_per_cell_and_lines_them_up(installed_package, action_checkout,
+                                                                 tmp_path: Path) -> None:
+    """.github/workflows/matrix.yml on one small cell (the reference server on tiny), then its merge job."""
+    workflow = ROOT / ".github" / "workflows" / "matrix.yml"
+    artifacts = tmp_path / "artifacts"
+    jobs = {}
+    for job, matrix in (("cell", {"implementation": "reference", "family": "tiny"}), ("page", None)):
+        workspace = tmp_path / job
+        workspace.mkdir()
+        runner = Runner(workspace, installed_package.venv, action_checkout, checkout=action_checkout,
+                        artifacts=artifacts, timeout=1500)
+        jobs[job] = runner.run_job(workflow, job, matrix)
+        assert not jobs[job].failed, jobs[job].log()
+    (cell,) = (artifacts / "cell-reference-tiny").glob("*/cell.json")
+    assert json.loads(cell.read_text())["headline"].startswith("PASS"), cell.read_text()[:500]
+    page = (artifacts / "matrix" / "index.html").read_text()
+    assert cell.parent.name in page and (artifacts / "matrix" / cell.parent.name / "report.html").is_file()

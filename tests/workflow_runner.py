@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 from dataclasses import dataclass, field
@@ -55,9 +56,14 @@ class Runner:
     """One job on one workspace. ``venv``: the virtualenv standing for setup-python's interpreter."""
 
     def __init__(self, workspace: Path, venv: Path, action_path: Path, secrets: dict[str, str] | None = None,
-                 timeout: float = 900) -> None:
+                 timeout: float = 900, checkout: Path | None = None, artifacts: Path | None = None) -> None:
+        """``checkout``: what actions/checkout puts in the workspace (None: the workspace is already the
+        repository); ``artifacts``: where uploads are kept for later jobs' downloads."""
         self.workspace, self.venv, self.action_path = workspace, venv, action_path
         self.secrets = secrets or {}
+        self.checkout = checkout
+        self.artifacts = artifacts or workspace.parent / f"{workspace.name}-artifacts"
+        self.matrix: dict[str, str] = {}
         self.timeout = timeout
         files = workspace.parent / f"{workspace.name}-runner"
         files.mkdir(exist_ok=True)
@@ -68,10 +74,15 @@ class Runner:
         self.groups: list[int] = []
 
     # -- the job ------------------------------------------------------------------------------------------------
-    def run_job(self, workflow: Path, job: str | None = None) -> JobRun:
+    def run_job(self, workflow: Path, job: str | None = None, matrix: dict[str, str] | None = None) -> JobRun:
+        """Run one job (one ``matrix`` combination of it, which must be one the workflow lists)."""
         doc = yaml.safe_load(workflow.read_text())
         name = job or next(iter(doc["jobs"]))
         spec = doc["jobs"][name]
+        self.matrix = dict(matrix or {})
+        axes = (spec.get("strategy") or {}).get("matrix") or {}
+        for axis, value in self.matrix.items():
+            assert value in axes.get(axis, []), f"{name}: {axis}={value} is not in the workflow's matrix"
         self.env = {k: str(v) for k, v in {**(doc.get("env") or {}), **(spec.get("env") or {})}.items()}
         result = JobRun()
         try:
@@ -101,13 +112,26 @@ class Runner:
               context: dict[str, Any]) -> None:
         uses = step["uses"]
         given = {k: self._expand(str(v), job, context) for k, v in (step.get("with") or {}).items()}
-        if uses.startswith(("actions/checkout@", "actions/setup-python@")):
-            job.steps.append(StepResult(name, "success", 0, "(the prepared workspace and virtualenv)"))
+        if uses.startswith("actions/checkout@"):
+            if self.checkout is not None:
+                shutil.copytree(self.checkout, self.workspace, dirs_exist_ok=True)
+            job.steps.append(StepResult(name, "success", 0, "(the prepared workspace)"))
+        elif uses.startswith(("actions/setup-python@", "actions/cache@")):
+            job.steps.append(StepResult(name, "success", 0, "(the prepared virtualenv and cache)"))
         elif uses.startswith("actions/upload-artifact@"):
             path = self.workspace / given["path"]
             ok = path.exists() and any(path.iterdir() if path.is_dir() else [path])
+            if ok:
+                shutil.copytree(path, self.artifacts / given["name"], dirs_exist_ok=True)
             job.steps.append(StepResult(name, "success" if ok else "failure", 0 if ok else 1,
-                                        f"would upload {path} as {given.get('name')}" if ok else f"no {path}"))
+                                        f"uploaded {path} as {given.get('name')}" if ok else f"no {path}"))
+        elif uses.startswith("actions/download-artifact@"):
+            assert given.get("merge-multiple", "").lower() == "true", "the test runner merges downloads only"
+            found = sorted(self.artifacts.glob(given["pattern"]))
+            for folder in found:
+                shutil.copytree(folder, self.workspace / given["path"], dirs_exist_ok=True)
+            job.steps.append(StepResult(name, "success" if found else "failure", 0 if found else 1,
+                                        f"downloaded {[f.name for f in found]}"))
         elif TOKENSPEC_ACTION.match(uses):
             self._composite(step, name, given, job, context)
         else:
@@ -173,7 +197,11 @@ class Runner:
         return f"{context['scope']}.{step_id}" if "scope" in context else step_id
 
     def _value(self, ref: str, job: JobRun, context: dict[str, Any]) -> str:
+        if ref.startswith("hashFiles("):
+            return "0" * 16
         parts = ref.split(".")
+        if parts[0] == "matrix":
+            return self.matrix[parts[1]]
         if parts[0] == "secrets":
             return self.secrets.get(parts[1], "")
         if parts[0] == "inputs":
