@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from broken_server import frontend_config, running_broken_server
 from workflow_runner import Runner
 
@@ -61,7 +62,11 @@ def test_the_workflows_and_the_action_follow_githubs_schemas(tmp_path: Path) -> 
     from tokenspec.scaffold import workflow_text
 
     written = tmp_path / "tokenspec.yml"
-    written.write_text(workflow_text("tokenspec==0.1.0", "./serve.sh --port 8000", "http://127.0.0.1:8000"))
+    written.write_text(workflow_text("tokenspec==0.1.0", "./serve.sh --port 8000", "http://127.0.0.1:8000",
+                                     ("RENDER_KEY", "ENGINE_KEY")))
+    steps = yaml.safe_load(written.read_text())["jobs"]["conformance"]["steps"]
+    gate = next(step for step in steps if step.get("name") == "conformance gate")
+    assert gate["env"] == {"RENDER_KEY": "${{ secrets.RENDER_KEY }}", "ENGINE_KEY": "${{ secrets.ENGINE_KEY }}"}
     checker = Path(sys.executable).parent / "check-jsonschema"
     for schema, files in (("vendor.github-workflows", [EXAMPLE, written]), ("vendor.github-actions",
                                                                             [ROOT / "action.yml"])):

@@ -118,9 +118,10 @@ def expectations_text(report: dict[str, Any], implementation: dict[str, str]) ->
             + draft(report, implementation, {}))
 
 
-def workflow_text(install: str, start: str | None, target: str) -> str:
+def workflow_text(install: str, start: str | None, target: str, key_variables: tuple[str, ...] = ()) -> str:
     """The GitHub Actions workflow of the gate: once per pull request (and on pushes to main), the settings file
-    as the one source of the run, the report kept as an artifact."""
+    as the one source of the run, the report kept as an artifact. ``key_variables``: the environment variables
+    the settings name for API keys, each filled from the repository secret of the same name."""
     local = urlsplit(target).hostname in ("127.0.0.1", "localhost", "::1")
     port = urlsplit(target).port or 80
     start_step = ""
@@ -157,7 +158,8 @@ def workflow_text(install: str, start: str | None, target: str) -> str:
         f"{start_step}"
         "      - name: conformance gate\n"
         "        env:\n"
-        "          TOKENSPEC_API_KEY: ${{ secrets.TOKENSPEC_API_KEY }}\n"
+        + "".join(f"          {name}: ${{{{ secrets.{name} }}}}\n"
+                  for name in (key_variables or ("TOKENSPEC_API_KEY",))) +
         "        run: tokenspec run\n"
         "      - name: keep the report\n"
         "        if: always()\n"

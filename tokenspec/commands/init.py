@@ -52,7 +52,8 @@ def _init(args: argparse.Namespace) -> int:
     install = args.install or "tokenspec"
     written = [scaffold.PROFILE, scaffold.EXPECTATIONS, Path("tokenspec.toml")]
     if args.force or not (root / scaffold.WORKFLOW).exists():
-        _write(root, scaffold.WORKFLOW, scaffold.workflow_text(install, args.start, config.target))
+        keys = tuple(dict.fromkeys(v.rpartition("=")[2] for v in args.api_key_env or () if v.rpartition("=")[2]))
+        _write(root, scaffold.WORKFLOW, scaffold.workflow_text(install, args.start, config.target, keys))
         written.append(scaffold.WORKFLOW)
     noxfile = root / "noxfile.py"
     text = scaffold.noxfile_text(noxfile.read_text() if noxfile.exists() else None, install)
