@@ -113,6 +113,16 @@ def load_catalogue() -> dict[str, Requirement]:
     return {req.id: req for req in read_catalogue(SPEC_DIR)}
 
 
+def requirement_digests() -> dict[str, str]:
+    """A short digest of each live requirement's normative content (level, statement, anchor, since, until): a
+    run that records them can tell later which requirements were added or changed after it ran."""
+    import hashlib
+
+    return {req.id: hashlib.sha256("\0".join((req.level, req.statement, req.anchor, req.since or "",
+                                              req.until or "")).encode()).hexdigest()[:12]
+            for req in load_catalogue().values() if not req.withdrawn}
+
+
 def read_generations(spec_dir: Path = SPEC_DIR) -> dict[str, str]:
     """The API generations the spec describes (oldest first), each with what tells it apart."""
     data = load_yaml((spec_dir / "features.yaml").read_text(encoding="utf-8")) or {}

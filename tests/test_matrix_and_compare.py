@@ -112,3 +112,48 @@ def test_matrix_page_links_each_broken_requirement_to_its_failure(tmp_path: Path
     assert f"bad-tiny/report.html#{failure_anchor('t::a')}" in page
     assert "http://" not in page.replace("http://127.0.0.1:1", ""), "the page loads nothing from the network"
     assert "| RENDER-001 | MUST |" in (tmp_path / "matrix.md").read_text()
+
+
+def test_a_cell_is_stale_when_a_requirement_was_added_or_changed_after_it_ran() -> None:
+    from dataclasses import replace
+
+    from tokenspec.specs.catalogue import requirement_digests
+
+    digests = requirement_digests()
+    cell = _cell("x-tiny", "x", "tiny", "PASS")
+    assert cell.stale(digests) == "ran before cells recorded the catalogue"
+    assert replace(cell, catalogue=dict(digests)).stale(digests) == ""
+    older = {**digests, "RENDER-005": "0" * 12}
+    del older["STREAM-018"]
+    reason = replace(cell, catalogue=older).stale(digests)
+    assert reason.startswith("2 requirement(s) added or changed") and "RENDER-005" in reason and "STREAM-018" in reason
+    assert [replace(cell, implementation="vllm", version=v).plugin_name for v in ("0.32.0", "0.33.0", "0.34.0")] \
+        == ["vllm", "vllm-0.33", "vllm-0.34"]
+    assert replace(cell, implementation="vllm", version="0.34.0", plugin="vllm-rs").plugin_name == "vllm-rs"
+
+
+def test_matrix_stale_runs_exactly_the_stale_cells_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``tokenspec matrix --stale``: the cells whose runs predate today's catalogue, and no other (the deploy and
+    run are a labelled double here; tests/test_matrix_cell.py runs a real cell)."""
+    import shutil
+
+    from tokenspec.campaigns import matrix
+    from tokenspec.specs.catalogue import requirement_digests
+
+    committed = Path(__file__).resolve().parents[1] / "reports" / "matrix"
+    for name in ("vllm-0.33.0-cpu-tiny", "reference-0.1.0-cpu-tiny"):
+        shutil.copytree(committed / name, tmp_path / name)
+    current = tmp_path / "reference-0.1.0-cpu-tiny" / "cell.json"
+    current.write_text(json.dumps({**json.loads(current.read_text()), "catalogue": requirement_digests()}))
+    ran: list[tuple[str, str]] = []
+
+    def double_run_cell(plugin: str, family: str, out_dir: Path, **_: object) -> CellRun:  # TEST DOUBLE
+        ran.append((plugin, family))
+        cell = CellRun(**json.loads((out_dir / "vllm-0.33.0-cpu-tiny" / "cell.json").read_text()))
+        return cell
+
+    monkeypatch.setattr(matrix, "run_cell", double_run_cell)
+    assert main(["matrix", "--stale", "--report", str(tmp_path)]) == 0
+    assert ran == [("vllm-0.33", "tiny")]
+    page = (tmp_path / "index.html").read_text()
+    assert "<td class='current'>current</td>" in page and "stale: ran before cells recorded the catalogue" in page

@@ -52,6 +52,31 @@ class CellRun:
     #: ``tokenspec bench target`` against the cell's target, the bundled frontend as baseline: subject/baseline
     #: ratios, or {"error": why it could not be measured}; None when speed was not asked for.
     speed: dict[str, Any] | None = None
+    #: The implementation plug-in that ran it (``tokenspec matrix --implementations`` name).
+    plugin: str | None = None
+    #: The tokenspec version that ran it, and the digest of each requirement then (None: recorded before cells
+    #: kept them, so whether the catalogue changed since is unknown and the cell counts as stale).
+    suite: str | None = None
+    catalogue: dict[str, str] | None = None
+
+    @property
+    def plugin_name(self) -> str:
+        if self.plugin:
+            return self.plugin
+        if self.implementation == "vllm" and not self.version.startswith("0.32"):
+            return "vllm-" + ".".join(self.version.split(".")[:2])
+        return self.implementation
+
+    def stale(self, digests: dict[str, str]) -> str:
+        """Why this run no longer judges today's catalogue (the requirements added or changed since it ran), or
+        "" when it does."""
+        if self.catalogue is None:
+            return "ran before cells recorded the catalogue"
+        changed = [rid for rid, digest in digests.items() if self.catalogue.get(rid) != digest]
+        if not changed:
+            return ""
+        return (f"{len(changed)} requirement(s) added or changed since it ran: {', '.join(changed[:6])}"
+                + (" ..." if len(changed) > 6 else ""))
 
     @property
     def column(self) -> str:
@@ -99,10 +124,13 @@ def run_cell(impl_name: str, family: str, out_dir: Path, *, seed: int, workers: 
     if code not in (0, 1):
         raise UsageError(f"the suite could not run against {deployment.key} on {family} (exit {code})")
     report = json.loads((run_dir / "report.json").read_text())
+    from tokenspec.specs.catalogue import requirement_digests
+
     cell = CellRun(deployment.implementation, deployment.version, deployment.platform, family, run_dir.name,
                    report["headline"], code, round(time.monotonic() - started, 1), deployment.roles,
                    _relative(expectations) if expectations else None,
-                   " ".join(["tokenspec", *run.child_command()[3:]]), speed)
+                   " ".join(["tokenspec", *run.child_command()[3:]]), speed, plugin=impl_name,
+                   suite=report.get("tokenspec_version"), catalogue=requirement_digests())
     (run_dir / "cell.json").write_text(json.dumps(asdict(cell), indent=2) + "\n")
     return cell
 
@@ -261,14 +289,18 @@ def _counts(row_states: list[str | None]) -> str:
 
 
 def _markdown(cells: list[CellRun], rows: dict[str, list], catalogue: dict) -> str:
+    from tokenspec.specs.catalogue import requirement_digests
+
     lines = ["# tokenspec implementation matrix", "",
              "Each column is one run of the suite (seed, options and the command in its folder's cell.json).", "",
              "Speed: `tokenspec bench target` against the run's target, the bundled frontend on the same model as"
              " baseline, measured in the same run: target/baseline ratios (p50 latency: lower is faster;"
              " throughput at 16 clients: higher is faster). The reference server's own ratios show the noise.", "",
-             "| run | verdict | requirements | seconds | expectations | speed vs the bundled frontend |",
-             "|---|---|---|---:|---|---|"]
-    lines += [f"| [{c.column}]({c.folder}/summary.md) | {c.headline} |"
+             "| run | verdict | against today's catalogue | requirements | seconds | expectations |"
+             " speed vs the bundled frontend |",
+             "|---|---|---|---|---:|---|---|"]
+    digests = requirement_digests()
+    lines += [f"| [{c.column}]({c.folder}/summary.md) | {c.headline} | {_staleness(c.stale(digests))} |"
               f" {_counts([row[i][0] for row in rows.values() if row[i]])} | {c.seconds:.0f} |"
               f" {c.expectations or 'none'} | {_speed_text(c.speed)} |" for i, c in enumerate(cells)]
     lines += ["", "| requirement | level | " + " | ".join(c.column for c in cells) + " |",
@@ -301,13 +333,20 @@ def _verdict_class(headline: str) -> str:
     return "FAIL" if headline.startswith("FAIL") else "KNOWN" if "KNOWN" in headline else "PASS"
 
 
+def _staleness(reason: str) -> str:
+    return f"stale: {reason} (tokenspec matrix --stale re-runs it)" if reason else "current"
+
+
 def _html(cells: list[CellRun], columns: list, rows: dict[str, list], catalogue: dict,
           comparisons: Sequence[str] = ()) -> str:
+    from tokenspec.specs.catalogue import requirement_digests
     from tokenspec.suite.reporting.report_html import failure_anchor
 
+    digests = requirement_digests()
     runs = "".join(
         f"<tr><td><a href='{escape(c.folder)}/report.html'>{escape(c.column)}</a></td>"
         f"<td class='verdict {_verdict_class(c.headline)}'>{escape(c.headline)}</td>"
+        f"<td class='{'stale' if c.stale(digests) else 'current'}'>{escape(_staleness(c.stale(digests)))}</td>"
         f"<td>{escape(_counts([s for s, _ in states.values()]))}</td>"
         f"<td>{escape(c.roles)}</td><td>{escape(c.expectations or 'none')}</td><td>{c.seconds:.0f} s</td>"
         f"<td>{escape(_speed_text(c.speed))}</td></tr>"
@@ -337,11 +376,12 @@ def _html(cells: list[CellRun], columns: list, rows: dict[str, list], catalogue:
 <title>tokenspec implementation matrix</title><style>{_CSS}
 .legend span.passed{{background:#e6f4ea}} .legend span.known{{background:#fef7e0}}
 .legend span.failed{{background:#fce8e6}} .legend span.unsupported,.legend span.not_tested{{background:#f1f3f4}}
+td.stale{{background:#fef7e0}}
 </style></head><body>
 <h1>tokenspec implementation matrix</h1>
-<table id="runs"><tr><th>run</th><th>verdict</th><th>requirements</th><th>roles</th><th>expectations</th>
-<th>time</th><th>speed vs the bundled frontend (target/baseline: p50 lower is faster, throughput at 16 clients
-higher is faster)</th></tr>{runs}</table>
+<table id="runs"><tr><th>run</th><th>verdict</th><th>against today's catalogue</th><th>requirements</th>
+<th>roles</th><th>expectations</th><th>time</th><th>speed vs the bundled frontend (target/baseline: p50 lower is
+faster, throughput at 16 clients higher is faster)</th></tr>{runs}</table>
 {"<p>Comparisons (<code>tokenspec compare</code>): " + ", ".join(
     f"<a href='{escape(c)}/compare.md'>{escape(c)}</a>" for c in comparisons) + "</p>" if comparisons else ""}
 <h2>Requirements</h2>
@@ -363,6 +403,18 @@ def matrix_from_args(args: Any) -> int:
                 cell = measure_speed(impl_name, family, out_dir, install=args.install,
                                      requests=args.speed_requests or 100)
                 print(f"tokenspec: {cell.column}: {_speed_text(cell.speed)}", flush=True)
+    elif args.stale:
+        from tokenspec.specs.catalogue import requirement_digests
+
+        digests = requirement_digests()
+        for old in [c for c in cells_in(out_dir) if c.stale(digests)]:
+            print(f"tokenspec: {old.column} is stale ({_staleness(old.stale(digests))}); running it again",
+                  flush=True)
+            cell = run_cell(old.plugin_name, old.family, out_dir, seed=args.seed, workers=args.workers,
+                            max_examples=args.max_examples, install=args.install,
+                            speed_requests=args.speed_requests)
+            print(f"tokenspec: {cell.column}: {cell.headline} ({cell.seconds:.0f} s)", flush=True)
+            failures += cell.exit_code != 0
     elif not args.page_only:
         for impl_name in args.implementations:
             for family in args.families:

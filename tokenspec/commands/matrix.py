@@ -59,6 +59,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     matrix.add_argument("--speed-requests", type=int, default=100, metavar="N",
                         help="timed requests per endpoint of each cell's speed measurement (tokenspec bench target"
                              " against the bundled frontend); 0 skips it")
+    matrix.add_argument("--stale", action="store_true",
+                        help="re-run exactly the cells in DIR whose runs predate a requirement added or changed"
+                             " since (the page marks them)")
     matrix.add_argument("--speed-only", action="store_true",
                         help="deploy each cell that already ran and measure only its speed (its cell.json is updated)")
     matrix.set_defaults(handler=_matrix)
