@@ -321,6 +321,8 @@ def _gen(ids: list[int], **choice: Any) -> dict[str, Any]:
      "prompt_token_ids length (2049) exceeds max_model_len (2048)."),
     ({"generate_response": _gen([]), "chat_request": CHAT}, "choice 0 has empty or null token_ids"),
     ({"generate_response": _gen([5])}, "chat_request is required"),
+    ({"generate_response": _gen([5], logprobs={"content": [{"logprob": -1.0, "top_logprobs": []}]}),
+      "chat_request": CHAT}, "a required field is missing: 'token_id'"),
     ({"stream": True, "generate_chunk": _gen([5] * 3000), "prompt_token_ids": [], "chat_request": CHAT},
      "prompt_token_ids length (0) plus output_token_ids length (0) plus delta (3000) exceeds max_model_len (2048)."),
 ])

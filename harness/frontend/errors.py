@@ -73,5 +73,9 @@ def refused(request: Request, err: ApiError, cause: BaseException | None = None)
 
 def unexpected(request: Request, exc: Exception) -> Response:
     """An exception no check named: every failure here is caused by the input, so it is a 400 (one log line,
-    no traceback to the client or the log)."""
-    return refused(request, bad_request(f"the request could not be processed: {type(exc).__name__}"), cause=exc)
+    no traceback to the client or the log). A missing key is a field the body lacks, and the answer names it."""
+    if isinstance(exc, KeyError) and exc.args:
+        message = f"the request could not be processed: a required field is missing: {exc.args[0]!r}"
+    else:
+        message = f"the request could not be processed: {type(exc).__name__}"
+    return refused(request, bad_request(message), cause=exc)
