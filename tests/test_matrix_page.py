@@ -130,3 +130,30 @@ def test_the_release_table_names_the_first_release_from_which_a_requirement_pass
     assert lines["RENDER-013"].endswith("| pass | pass | FAIL | none yet |")
     assert "RENDER-001" not in lines and "TOKNAT-001" not in lines, "passed everywhere or never judged: no row"
     assert release_table(cells[:2], rows, load_catalogue()) == "", "one release: nothing to compare"
+
+
+def test_the_grid_at_the_top_reads_at_a_glance_in_chromium(chromium_page, rebuilt: Path) -> None:
+    """Areas down, implementation x release then family across; each cell the share of judged requirements that
+    passed, opening its run; each area opening its requirements in the table below."""
+    from tokenspec.specs.catalogue import load_catalogue
+
+    page = chromium_page.page
+    chromium_page.open(rebuilt / "index.html")
+    grid = page.locator("#grid")
+    assert grid.is_visible() and grid.bounding_box()["y"] < page.locator("#runs").bounding_box()["y"]
+    areas = {r.area for r in load_catalogue().values() if not r.withdrawn}
+    assert grid.locator("tr").count() == 2 + len(areas)  # two header rows, one row per area
+    assert grid.locator("td.share").count() == len(areas) * len(_cells())
+    reports = json.loads((rebuilt / "matrix.json").read_text())
+    first = reports["cells"][0]
+    # The share in a cell is the area's passed requirements over its judged ones, in that run.
+    derender = [states[0] for rid, states in reports["requirements"].items() if rid.startswith("DERENDER-")]
+    judged = [s for s in derender if s in ("passed", "known", "failed")]
+    expected = f"{100 * derender.count('passed') / len(judged):.0f}%"
+    row = grid.locator("tr", has=page.locator("th a", has_text="DERENDER"))
+    cell = row.locator("td.share").first
+    assert cell.locator("a").inner_text() == expected and cell.locator("a").get_attribute("href") == \
+        f"{first['folder']}/report.html"
+    chromium_page.screenshot("matrix-grid", grid)
+    target = row.locator("th a").get_attribute("href")
+    assert page.locator(f"#matrix tr[id='{target[1:]}']").count() == 1, "the area opens its requirements"

@@ -333,6 +333,45 @@ def _verdict_class(headline: str) -> str:
     return "FAIL" if headline.startswith("FAIL") else "KNOWN" if "KNOWN" in headline else "PASS"
 
 
+def _grid(cells: list[CellRun], rows: dict[str, list], catalogue: dict) -> str:
+    """The matrix at a glance: requirement areas down, implementation x release (then family) across; each cell
+    the share of the area's judged requirements that passed, coloured, with known failures and the requirements
+    not judged counted apart, linking to the run. An area links to its requirements in the table below."""
+    groups: list[tuple[str, int]] = []
+    for cell in cells:
+        title = f"{cell.implementation} {cell.version}"
+        if groups and groups[-1][0] == title:
+            groups[-1] = (title, groups[-1][1] + 1)
+        else:
+            groups.append((title, 1))
+    head = ("<tr><th rowspan='2'>area</th>" + "".join(f"<th colspan='{n}'>{escape(t)}</th>" for t, n in groups)
+            + "</tr><tr>" + "".join(f"<th>{escape(c.family)}</th>" for c in cells) + "</tr>")
+    areas: dict[str, list[str]] = {}
+    for rid in rows:
+        areas.setdefault(catalogue[rid].area, []).append(rid)
+    body = []
+    for area, ids in sorted(areas.items()):
+        tds = []
+        for i, cell in enumerate(cells):
+            states = [rows[rid][i][0] for rid in ids if rows[rid][i] is not None]
+            judged = [s for s in states if s in ("passed", "known", "failed")]
+            passed, known = states.count("passed"), states.count("known")
+            unjudged = len(ids) - len(judged)
+            share = passed / len(judged) if judged else None
+            shade = ("none" if share is None else "full" if share == 1 else "high" if share >= 0.9
+                     else "mid" if share >= 0.6 else "low")
+            text = "-" if share is None else f"{100 * share:.0f}%"
+            notes = ", ".join(x for x in (f"{known} known" if known else "",
+                                         f"{unjudged} not judged" if unjudged else "") if x)
+            tds.append(f"<td class='share {shade}' title='{escape(f'{passed} of {len(judged)} judged passed')}'>"
+                       f"<a href='{escape(cell.folder)}/report.html'>{text}</a>"
+                       f"{f'<br><small>{escape(notes)}</small>' if notes else ''}</td>")
+        shown = next((rid for rid in ids if any(rows[rid])), None)  # the table below lists judged-somewhere rows
+        name = f"<a href='#{escape(shown)}'>{escape(area)}</a>" if shown else escape(area)
+        body.append(f"<tr><th>{name} <small>({len(ids)})</small></th>" + "".join(tds) + "</tr>")
+    return f"<table id='grid'>{head}{''.join(body)}</table>"
+
+
 def _staleness(reason: str) -> str:
     return f"stale: {reason} (tokenspec matrix --stale re-runs it)" if reason else "current"
 
@@ -377,8 +416,17 @@ def _html(cells: list[CellRun], columns: list, rows: dict[str, list], catalogue:
 .legend span.passed{{background:#e6f4ea}} .legend span.known{{background:#fef7e0}}
 .legend span.failed{{background:#fce8e6}} .legend span.unsupported,.legend span.not_tested{{background:#f1f3f4}}
 td.stale{{background:#fef7e0}}
+#grid td.share{{text-align:center;min-width:4.5em}} #grid td.share a{{color:inherit;font-weight:700}}
+#grid td.full{{background:#ceead6;color:#0d652d}} #grid td.high{{background:#e6f4ea;color:#137333}}
+#grid td.mid{{background:#fef7e0;color:#8a6100}} #grid td.low{{background:#fce8e6;color:#a50e0e}}
+#grid td.none{{background:#f1f3f4;color:#5f6368}} #grid small{{font-weight:400}}
 </style></head><body>
 <h1>tokenspec implementation matrix</h1>
+<p>Each cell: the share of an area's requirements that passed, of those the run judged (a known failure counts
+as not passed); known failures and requirements not judged (unsupported, not tested, or no test) are counted
+apart. A cell opens its run; an area opens its requirements below.</p>
+{_grid(cells, rows, catalogue)}
+<h2>Runs</h2>
 <table id="runs"><tr><th>run</th><th>verdict</th><th>against today's catalogue</th><th>requirements</th>
 <th>roles</th><th>expectations</th><th>time</th><th>speed vs the bundled frontend (target/baseline: p50 lower is
 faster, throughput at 16 clients higher is faster)</th></tr>{runs}</table>
