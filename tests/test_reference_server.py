@@ -28,9 +28,25 @@ def _processes_mentioning(port: int) -> list[str]:
     return found
 
 
-def test_serve_then_sigterm_leaves_nothing_running(tmp_path: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "tokenspec", "serve"], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+def _command_line(port: int) -> str:
+    """The command line(s) of the process(es) started with ``--port PORT``."""
+    found = _processes_mentioning(port)
+    assert found, f"no process listens with --port {port}"
+    return " ".join(found)
+
+
+def test_serve_passes_its_flags_to_both_servers_then_sigterm_leaves_nothing_running(tmp_path: Path) -> None:
+    """`tokenspec serve` with flags other than the defaults: each reaches the part it configures (read back from
+    the engine's and the frontend's /v1/models and command lines), and SIGTERM stops both."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        engine_port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "tokenspec", "serve", "--tool-parser", "none",
+                             "--reasoning-parser", "deepseek_r1", "--max-model-len", "1536", "--max-concurrency", "7",
+                             "--api-generation", "0.33", "--engine-port", str(engine_port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     lines: list[str] = []
     ready = threading.Event()
 
@@ -52,6 +68,15 @@ def test_serve_then_sigterm_leaves_nothing_running(tmp_path: Path) -> None:
         ours = httpx.post(f"{frontend}/v1/chat/completions", json=body, timeout=60).json()
         theirs = httpx.post(f"{engine}/v1/chat/completions", json=body, timeout=60).json()
         assert ours["choices"][0]["token_ids"] == theirs["choices"][0]["token_ids"]
+        assert engine == f"http://127.0.0.1:{engine_port}"
+        for url in (frontend, engine):
+            assert httpx.get(f"{url}/v1/models", timeout=30).json()["data"][0]["max_model_len"] == 1536, url
+        engine_cmd = _command_line(engine_port)
+        assert "--reasoning-parser deepseek_r1" in engine_cmd and "--tool-call-parser" not in engine_cmd
+        frontend_cmd = _command_line(int(frontend.rsplit(":", 1)[1]))
+        for flag in ("--tool-parser none", "--reasoning-parser deepseek_r1", "--max-model-len 1536",
+                     "--max-concurrency 7", "--api-generation 0.33"):
+            assert flag in frontend_cmd, (flag, frontend_cmd)
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=90)

@@ -30,24 +30,32 @@ MAX_MODEL_LEN = 2048  # the engine's and the frontend's context length must agre
 
 def frontend_process(model_dir: Path, served_model_name: str, engine_url: str | None, port: int = 0, *,
                      tool_parser: str | None = TOOL_PARSER, reasoning_parser: str | None = REASONING_PARSER,
-                     text_filter: str = "pass-through", api_key_env: str | None = None) -> ServerProcess:
+                     text_filter: str = "pass-through", api_key_env: str | None = None,
+                     max_model_len: int = MAX_MODEL_LEN, max_concurrency: int | None = None,
+                     api_generation: str | None = None, host: str | None = None) -> ServerProcess:
     """The CPU frontend as a child process (``python -m tokenspec serve frontend``)."""
     cmd = [sys.executable, "-m", "tokenspec", "serve", "frontend", "--model", str(model_dir),
            "--served-model-name", served_model_name, "--port", "{port}",
            "--tool-parser", tool_parser or "none", "--reasoning-parser", reasoning_parser or "none",
-           "--max-model-len", str(MAX_MODEL_LEN)]
+           "--max-model-len", str(max_model_len)]
     if engine_url:
         cmd += ["--engine", engine_url]
     if text_filter != "pass-through":
         cmd += ["--text-filter", text_filter]
     if api_key_env:
         cmd += ["--api-key-env", api_key_env]  # the child reads the key from the environment it inherits
+    if max_concurrency is not None:
+        cmd += ["--max-concurrency", str(max_concurrency)]
+    if api_generation:
+        cmd += ["--api-generation", api_generation]
+    if host:
+        cmd += ["--host", host]
     return ServerProcess("tokenspec frontend", cmd, port=port, startup_timeout=60.0)
 
 
 @dataclass
 class ReferenceServer:
-    """The frontend in front of a vLLM engine, both with the same parsers (the family's)."""
+    """The frontend in front of a vLLM engine, both with the same parsers (the family's) and context length."""
 
     model_dir: Path
     served_model_name: str = DEFAULT_MODEL_NAME
@@ -58,18 +66,28 @@ class ReferenceServer:
     reasoning_parser: str | None = REASONING_PARSER
     #: The frontend's /v1 and /inference routes need the key in this environment variable (the engine stays open).
     api_key_env: str | None = None
+    max_model_len: int = MAX_MODEL_LEN
+    max_concurrency: int | None = None
+    api_generation: str | None = None
+    #: The engine's port (0: a free one) and the frontend's address.
+    engine_port: int = 0
+    host: str | None = None
     engine: vllm.VllmServer | None = field(default=None, init=False)
     frontend: ServerProcess | None = field(default=None, init=False)
 
     def start(self) -> ReferenceServer:
         install = vllm.find_vllm(self.flavour)  # type: ignore[arg-type]
-        extra = vllm.parser_args(self.tool_parser, self.reasoning_parser) + vllm.engine_args(MAX_MODEL_LEN)
-        self.engine = vllm.VllmServer(install, "engine", self.model_dir, self.served_model_name, extra_args=extra)
+        extra = vllm.parser_args(self.tool_parser, self.reasoning_parser) + vllm.engine_args(self.max_model_len)
+        self.engine = vllm.VllmServer(install, "engine", self.model_dir, self.served_model_name,
+                                      port=self.engine_port, extra_args=extra)
         try:
             self.engine.start()
             self.frontend = frontend_process(self.model_dir, self.served_model_name, self.engine.url, self.port,
                                              tool_parser=self.tool_parser, reasoning_parser=self.reasoning_parser,
-                                             text_filter=self.text_filter, api_key_env=self.api_key_env)
+                                             text_filter=self.text_filter, api_key_env=self.api_key_env,
+                                             max_model_len=self.max_model_len,
+                                             max_concurrency=self.max_concurrency,
+                                             api_generation=self.api_generation, host=self.host)
             self.frontend.start()
         except BaseException:
             self.stop()
@@ -96,6 +114,18 @@ def default_model(work: Path | None = None) -> Path:
         return build(target).model_dir
 
 
+def reference_server(args: argparse.Namespace, model_dir: Path) -> ReferenceServer:
+    """The reference server ``tokenspec serve`` flags describe: each flag reaches the part it configures (the
+    parsers and the context length both, the concurrency limit and API generation the frontend)."""
+    return ReferenceServer(model_dir, args.served_model_name, args.port, args.flavour,
+                           text_filter=getattr(args, "text_filter", "pass-through"), api_key_env=args.api_key_env,
+                           tool_parser=None if args.tool_parser == "none" else args.tool_parser,
+                           reasoning_parser=None if args.reasoning_parser == "none" else args.reasoning_parser,
+                           max_model_len=args.max_model_len, max_concurrency=args.max_concurrency,
+                           api_generation=args.api_generation, engine_port=args.engine_port,
+                           host=None if args.host == "127.0.0.1" else args.host)
+
+
 def serve_reference(args: argparse.Namespace) -> int:
     """``tokenspec serve``: run until Ctrl-C or SIGTERM, then stop everything that was started."""
     model_dir = Path(args.model) if args.model else default_model()
@@ -103,8 +133,7 @@ def serve_reference(args: argparse.Namespace) -> int:
         from tokenspec.harness.frontend.auth import digests_from_env
 
         digests_from_env(args.api_key_env)  # an unset variable stops here, before the engine starts
-    server = ReferenceServer(model_dir, args.served_model_name, args.port, args.flavour,
-                             text_filter=getattr(args, "text_filter", "pass-through"), api_key_env=args.api_key_env)
+    server = reference_server(args, model_dir)
 
     def terminate(signum: int, frame: object) -> None:
         raise KeyboardInterrupt

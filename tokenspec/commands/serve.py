@@ -55,12 +55,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        help="all: engine + frontend; frontend: the CPU frontend only (default: all)")
     serve.add_argument("--model", metavar="DIR", help="model folder (default: build and use the embedded tiny model)")
     serve.add_argument("--port", type=int, default=0, help="frontend port; 0 picks a free one")
+    serve.add_argument("--engine-port", type=int, default=0, help="all: the vLLM engine's port; 0 picks a free one")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--served-model-name", default="tokenspec-tiny", help="model name in /v1/models")
     serve.add_argument("--tool-parser", default="hermes", help="hermes, or none")
     serve.add_argument("--reasoning-parser", default="qwen3", help="qwen3, deepseek_r1, or none")
     serve.add_argument("--engine", metavar="URL", help="frontend only: engine URL for the /v1/* gateway")
-    serve.add_argument("--max-model-len", type=int, default=2048, help="context length (match the engine's)")
+    serve.add_argument("--max-model-len", type=int, default=2048,
+                       help="context length (all: the engine's and the frontend's)")
     serve.add_argument("--max-concurrency", type=int, help="gateway requests in flight before answering 503")
     serve.add_argument("--text-filter", default="pass-through", metavar="NAME|MODULE:ATTR",
                        help="safety hook: judges every prompt as text (token input decoded) before generation; "
