@@ -11,7 +11,7 @@ nox session run exactly ``tokenspec run`` on it.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -31,16 +31,6 @@ WORKFLOW = Path(".github") / "workflows" / "tokenspec.yml"
 #: The ``tokenspec run`` options ``tokenspec init`` takes and writes into the settings file as given.
 _WRITTEN = ("target", "engine", "reference", "model", "tokenizer", "level", "workers", "keyword", "max_examples",
             "no_shrink", "ca_bundle", "insecure", "max_concurrency", "max_rps", "header")
-
-
-@dataclass(frozen=True)
-class Scaffold:
-    """The files of one repository's gate, as text, by path relative to the repository."""
-
-    files: dict[Path, str]
-    first_run: RunConfig
-    known_failures: int
-    unjudged_must: int
 
 
 def probe_profile(config: RunConfig, implementation: dict[str, str]) -> dict[str, Any]:
@@ -92,8 +82,8 @@ def settings_text(config: RunConfig, given: dict[str, Any], unjudged_must: int) 
     header = ("# tokenspec's settings for this repository (`tokenspec run` reads them; a flag overrides one).\n"
               "# Written by `tokenspec init`; the settings are `tokenspec run`'s options without the dashes.\n")
     if unjudged_must:
-        header += (f"# require-judged = \"must\" is not set: {unjudged_must} MUST requirement(s) were never judged by\n"
-                   "# the first run (its summary.md says why, and which flag judges each).\n")
+        header += (f"# require-judged = \"must\" is not set: the first run could not judge {unjudged_must} MUST\n"
+                   "# requirement(s) (its summary.md says why, and which flag judges each).\n")
     return header + tomli_w.dumps(settings)
 
 

@@ -45,8 +45,11 @@ def _init(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return result.exit_code
     report = result.report
+    from tokenspec.suite.engine.results import TestResult
+    from tokenspec.suite.reporting.coverage import blind
+
     failures = [t for t in report["tests"] if t["outcome"] in ("failed", "error")]
-    unjudged_must = sum(1 for u in report.get("unjudged", []) if u.get("level") == "MUST")
+    unjudged_must = len(blind([TestResult(**t) for t in report["tests"]], "must"))  # what require-judged fails on
     _write(root, scaffold.EXPECTATIONS, scaffold.expectations_text(report, implementation))
     _write(root, Path("tokenspec.toml"), scaffold.settings_text(config, given, unjudged_must))
     install = args.install or "tokenspec"
@@ -68,7 +71,7 @@ def _init(args: argparse.Namespace) -> int:
     print(f"tokenspec init: {len(failures)} failure(s) of today recorded as known in {scaffold.EXPECTATIONS}"
           " (write each reason, or fix it and delete the entry)")
     if unjudged_must:
-        print(f"tokenspec init: {unjudged_must} MUST requirement(s) were never judged (report: "
+        print(f"tokenspec init: the first run could not judge {unjudged_must} MUST requirement(s) (report: "
               f"{scaffold.REPORT}/summary.md says which flag judges each); require-judged is left unset")
     print("tokenspec init: the gate: `tokenspec run` here (or `nox -s conformance`); it passes with known failures"
           " only until the server changes")
