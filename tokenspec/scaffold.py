@@ -74,14 +74,16 @@ def settings_text(config: RunConfig, given: dict[str, Any], unjudged_must: int) 
         settings[dest.replace("_", "-")] = int(value) if dest == "workers" else value
     settings.update({"profile": str(PROFILE), "expectations": str(EXPECTATIONS), "report": REPORT,
                      "seed": config.seed})
-    if unjudged_must == 0:
+    if given.get("require_judged"):
+        settings["require-judged"] = given["require_judged"]
+    elif unjudged_must == 0:
         settings["require-judged"] = "must"
     for dest, key in (("api_key_env", "api-key-env"), ("timeout", "timeout")):
         if given.get(dest):
             settings[key] = _per_role(given[dest], float if dest == "timeout" else str)
     header = ("# tokenspec's settings for this repository (`tokenspec run` reads them; a flag overrides one).\n"
               "# Written by `tokenspec init`; the settings are `tokenspec run`'s options without the dashes.\n")
-    if unjudged_must:
+    if unjudged_must and "require-judged" not in settings:
         header += (f"# require-judged = \"must\" is not set: the first run could not judge {unjudged_must} MUST\n"
                    "# requirement(s) (its summary.md says why, and which flag judges each).\n")
     return header + tomli_w.dumps(settings)

@@ -41,8 +41,8 @@ def _init(args: argparse.Namespace) -> int:
     print(f"tokenspec init: first run (seed {config.seed}), to record what fails today ...")
     result = run(replace(config, profile=str(root / scaffold.PROFILE)))
     if result.report is None or result.exit_code not in (0, 1):
-        print(f"tokenspec init: the first run had no verdict ({result.headline}); no gate written",
-              file=sys.stderr)
+        print(f"tokenspec init: the first run had no verdict ({result.headline}); no settings written (the"
+              f" profile draft is in {scaffold.PROFILE})", file=sys.stderr)
         return result.exit_code
     report = result.report
     from tokenspec.suite.engine.results import TestResult
