@@ -23,7 +23,7 @@ def announce(exit_code: int, report_dir: Path, data: dict[str, Any] | None, caus
         return
     headline = data["headline"] if data else "INTERRUPTED"
     verdict = "INCONCLUSIVE" if exit_code == 3 else headline.split(":", 1)[0]
-    if exit_code == 1 and verdict == "PASS":  # --require-judged turned a PASS into a failure
+    if exit_code == 1 and verdict.startswith("PASS"):  # --require-judged turned a pass into a failure
         verdict = "FAIL"
     summary = report_dir / "summary.md"
     _append("GITHUB_STEP_SUMMARY", summary.read_text() if summary.is_file() else f"# tokenspec: {headline}\n")
@@ -35,7 +35,7 @@ def announce(exit_code: int, report_dir: Path, data: dict[str, Any] | None, caus
     for line in extra or []:
         print(f"::error title=tokenspec::{_data(line)}")
     if exit_code == 3:
-        print(f"::error title=tokenspec: no verdict::{_data(headline)}")
+        print(f"::error title={_property('tokenspec: no verdict')}::{_data(headline)}")
 
 
 def _append(variable: str, text: str) -> None:
