@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from doubles import ABORT_NOT_PROVEN
 
 pytestmark = pytest.mark.vllm
 
@@ -30,7 +31,6 @@ OTHER_MARKUP_TESTS = {"test_derender.py::test_parameter_elements_take_their_decl
 #: shown to have come in time: honestly not tested. Judged deterministically elsewhere (tests/test_generate_only.py,
 #: tests/test_frontend_generations.py); on two cores with busy loops beside it, it passed 10 of 10 main-job runs.
 ABORT_TEST = "test_generate_extensions.py::test_abort_ends_a_streamed_generation"
-ABORT_NOT_PROVEN = "no abort sent after the stream's first event was answered before half the generation's time"
 
 
 def read_report(folder: Path) -> dict:

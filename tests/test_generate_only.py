@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from doubles import generate_only_engine
+from doubles import ABORT_NOT_PROVEN, generate_only_engine
 
 from tokenspec.harness.loopback import running_app
 from tokenspec.suite.engine.gating import role_of
@@ -106,6 +106,11 @@ def test_an_abort_route_that_answers_anything_is_judged_and_fails(tiny_model, vl
     malformed = [t for n, t in outcome.items() if n.startswith("test_abort_of_a_malformed_body_is_refused")]
     assert len(malformed) == 4 and all(t["outcome"] == "failed" for t in malformed), malformed
     ran_on = outcome["test_abort_ends_a_streamed_generation"]
-    assert ran_on["outcome"] == "failed" and "left the stream running" in ran_on["message"], ran_on["message"][:600]
+    # Judged, it fails. Under a heavy load the relay may deliver the stream's first event so late that no abort
+    # can be shown to precede the generation's end: then it says so (the timing-bound "not tested" the suite
+    # documents), never passes; the malformed bodies above carry the verdict either way.
+    not_proven = ran_on["outcome"] == "not_tested" and ABORT_NOT_PROVEN in ran_on["message"]
+    assert not_proven or (ran_on["outcome"] == "failed" and "left the stream running" in ran_on["message"]), \
+        ran_on["message"][:600]
     assert all(t["outcome"] == "passed" for n, t in outcome.items() if n.startswith("test_abort_of_unknown_ids"))
     assert code == 1
