@@ -376,6 +376,10 @@ def _staleness(reason: str) -> str:
     return f"stale: {reason} (tokenspec matrix --stale re-runs it)" if reason else "current"
 
 
+def _staleness_cell(reason: str) -> str:
+    return f"<td class='{'stale' if reason else 'current'}'>{escape(_staleness(reason))}</td>"
+
+
 def _html(cells: list[CellRun], columns: list, rows: dict[str, list], catalogue: dict,
           comparisons: Sequence[str] = ()) -> str:
     from tokenspec.specs.catalogue import requirement_digests
@@ -385,7 +389,7 @@ def _html(cells: list[CellRun], columns: list, rows: dict[str, list], catalogue:
     runs = "".join(
         f"<tr><td><a href='{escape(c.folder)}/report.html'>{escape(c.column)}</a></td>"
         f"<td class='verdict {_verdict_class(c.headline)}'>{escape(c.headline)}</td>"
-        f"<td class='{'stale' if c.stale(digests) else 'current'}'>{escape(_staleness(c.stale(digests)))}</td>"
+        f"{_staleness_cell(c.stale(digests))}"
         f"<td>{escape(_counts([s for s, _ in states.values()]))}</td>"
         f"<td>{escape(c.roles)}</td><td>{escape(c.expectations or 'none')}</td><td>{c.seconds:.0f} s</td>"
         f"<td>{escape(_speed_text(c.speed))}</td></tr>"
@@ -455,9 +459,8 @@ def matrix_from_args(args: Any) -> int:
         from tokenspec.specs.catalogue import requirement_digests
 
         digests = requirement_digests()
-        for old in [c for c in cells_in(out_dir) if c.stale(digests)]:
-            print(f"tokenspec: {old.column} is stale ({_staleness(old.stale(digests))}); running it again",
-                  flush=True)
+        for old, reason in [(c, r) for c in cells_in(out_dir) if (r := c.stale(digests))]:
+            print(f"tokenspec: {old.column} is {_staleness(reason)}; running it again", flush=True)
             cell = run_cell(old.plugin_name, old.family, out_dir, seed=args.seed, workers=args.workers,
                             max_examples=args.max_examples, install=args.install,
                             speed_requests=args.speed_requests)
