@@ -1,9 +1,11 @@
 """Derender: token ids from generate -> OpenAI chat / completions responses, whole or chunk by chunk.
 
 Streaming is stateless on the server: each call gets one generate chunk plus the ``stream_state`` the
-client got back from the previous call (same fields as vLLM's DerenderStreamState). Without parsers the
-state is the decode window; with parsers it also holds the whole output history, replayed through a fresh
-parser on every call (parser state is not serialisable), exactly as vLLM does.
+client got back from the previous call (vLLM's DerenderStreamState fields, plus our own). The state is the
+decode window, the text held back for a possible stop string and, with parsers, the parsers' progress (their
+mode and the text they have not decided yet), so a chunk costs the same at token 32,000 as at token 10
+(STREAM-019). vLLM carries the whole output history instead and replays it on every call; a state of that
+shape is still accepted and replayed once.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from tokenspec.harness.frontend.errors import bad_request
 from tokenspec.harness.frontend.logprobs import CONTEXT_WINDOW, chat_logprobs, completion_logprobs
 from tokenspec.harness.frontend.model_files import ModelFiles
 from tokenspec.harness.frontend.parsers import REASONING_PARSERS, TOOL_PARSERS, OutputParser
+from tokenspec.harness.frontend.parsers.progress import InvalidProgress
 from tokenspec.harness.frontend.stopping import (
     cut_at_stop_string,
     holdback,
@@ -40,8 +43,9 @@ def new_stream_state(window_key: str = "prev_tokens") -> dict[str, Any]:
     return {window_key: [], "prefix_offset": 0, "read_offset": 0, "role_sent": False,
             "logprob_context_token_ids": [], "logprob_text_offset": 0, "output_token_ids": [],
             "output_chunk_lens": [], "tools_streamed": False, "last_tool_call_ids": [], "held_text": "",
-            # The plain path keeps no id history; this count still bounds prompt + output (STREAM-012).
-            "output_token_count": 0}
+            # No id history is kept (the parsers carry their progress instead); this count still bounds prompt +
+            # output (STREAM-012).
+            "output_token_count": 0, "parser_state": None}
 
 
 def _chunk_usage(chunk: dict[str, Any], prompt_tokens: int | None) -> dict[str, Any] | None:
@@ -273,33 +277,39 @@ class Derenderer:
 
     def _chat_stream_parsed(self, chunk: dict[str, Any], state: dict[str, Any], chat_request: dict[str, Any],
                             prompt_ids: list[int]) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-        history, lens = state["output_token_ids"], state["output_chunk_lens"]
-        if sum(lens) != len(history):
-            raise bad_request("invalid stream_state: derender failed")
+        """One chunk through the parsers, resumed from the progress the state carries: the cost of a chunk and the
+        size of the state do not grow with the stream (STREAM-019)."""
         parser = self._parser(chat_request)
         skip = self._decode_flags(chat_request, keep_special=True)
-        window = seed_window(self.model, prompt_ids, skip)
         hold, keep = holdback(chat_request), include_stop(chat_request)
-        raw, fed, start = "", 0, 0
-        for n in lens:  # replay earlier chunks with their original boundaries; output discarded
-            raw += decode_tokens(self.model, window, history[start:start + n], skip)
-            start += n
-            visible = raw[: max(len(raw) - hold, 0)]
-            parser.feed(visible[fed:])
-            fed = len(visible)
+        if state.get("parser_state") is not None:
+            try:
+                parser.resume(state["parser_state"])
+            except InvalidProgress as error:
+                raise bad_request(f"invalid stream_state: {error}") from None
+            window = self._window_from(state)
+        else:
+            window = seed_window(self.model, prompt_ids, skip)
+            if state["output_token_ids"]:
+                self._replay(state, parser, window, skip, hold)
         if not chunk["choices"]:
+            state["parser_state"] = parser.progress()
+            self._store_window(state, window)
             return None, state
         choice = chunk["choices"][0]
         ids = choice.get("token_ids") or []
         finished = choice.get("finish_reason") is not None
         shown = text_ids(ids, choice, self.model.all_special_ids, keep) if finished else ids
-        raw += decode_tokens(self.model, window, shown, skip)
-        visible = cut_at_stop_string(raw, choice.get("stop_reason"), keep) if finished \
-            else raw[: max(len(raw) - hold, 0)]
-        parsed = parser.feed(visible[fed:], finished=finished)
-        if ids:
-            state["output_token_ids"] = history + ids
-            state["output_chunk_lens"] = lens + [len(ids)]
+        text = str(state.get("held_text") or "") + decode_tokens(self.model, window, shown, skip)
+        if finished:
+            visible, state["held_text"] = cut_at_stop_string(text, choice.get("stop_reason"), keep), ""
+        else:
+            cut = max(len(text) - hold, 0)
+            visible, state["held_text"] = text[:cut], text[cut:]
+        parsed = parser.feed(visible, finished=finished)
+        state["parser_state"] = parser.progress()
+        self._store_window(state, window)
+        state["output_token_count"] = int(state.get("output_token_count") or 0) + len(ids)
         tool_calls = []
         known_ids = list(state["last_tool_call_ids"])
         for call in parsed.tool_calls:
@@ -326,6 +336,21 @@ class Derenderer:
         return {"index": choice["index"], "delta": delta, "logprobs": None, "finish_reason": finish,
                 "stop_reason": choice.get("stop_reason"),
                 "token_ids": choice.get("token_ids") if echo_ids else None}, state
+
+    def _replay(self, state: dict[str, Any], parser: OutputParser, window: DecodeWindow, skip: frozenset[int],
+                hold: int) -> None:
+        """Bring a fresh parser up to a state that carries the output history instead of a parser progress (vLLM's
+        states do): replay the earlier chunks with their boundaries, once; the state then carries the progress."""
+        raw, fed, start = "", 0, 0
+        history = state["output_token_ids"]
+        for n in state["output_chunk_lens"]:
+            raw += decode_tokens(self.model, window, history[start:start + n], skip)
+            start += n
+            visible = raw[: max(len(raw) - hold, 0)]
+            parser.feed(visible[fed:])
+            fed = len(visible)
+        state.update({"held_text": raw[fed:], "output_token_count": len(history), "output_token_ids": [],
+                      "output_chunk_lens": []})
 
     def completions_stream(self, body: dict[str, Any], model_name: str) -> dict[str, Any]:
         chunk = body["generate_chunk"]

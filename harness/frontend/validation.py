@@ -122,7 +122,8 @@ _STATE = {"type": "object", "properties": {
     "output_chunk_lens": {"type": "array", "items": {"type": "integer", "minimum": 1}},
     "tools_streamed": _BOOL, "last_tool_call_ids": {"type": "array", "items": _STR},
     # the frontend's own keys (the state is open): checked like the spec's, since it reads them back
-    "held_text": _STR, "output_token_count": {"type": "integer", "minimum": 0}}}
+    "held_text": _STR, "output_token_count": {"type": "integer", "minimum": 0},
+    "parser_state": _opt({"type": "object"})}}
 DERENDER_STREAM = {"type": "object", "required": ["stream", "generate_chunk"], "properties": {
     **_DERENDER_COMMON, "stream": {"const": True},
     "generate_chunk": {"type": "object", "required": ["choices"], "properties": {

@@ -52,6 +52,7 @@ from typing import Any
 
 from tokenspec.harness.frontend.parsers.hermes import ToolCallDelta, new_tool_call_id
 from tokenspec.harness.frontend.parsers.markup import partial_suffix
+from tokenspec.harness.frontend.parsers.progress import FLAG, TEXT, Resumable
 from tokenspec.harness.frontend.parsers.qwen3_coder import _as_declared, _declared_types
 from tokenspec.harness.frontend.parsers.think import ThinkReasoningParser
 
@@ -101,9 +102,14 @@ def _held_tail(text: str) -> int:
 
 def _channels(text: str, starts_in_reasoning: bool) -> tuple[str, str]:
     """(raw reasoning, content) of the reasoning pass."""
+    raw, content, _, _ = _read_channels(text, starts_in_reasoning, False)
+    return raw, content
+
+
+def _read_channels(text: str, thinking: bool, in_call: bool) -> tuple[str, str, bool, bool]:
+    """The reasoning pass over ``text`` from the given state: (raw reasoning, content, thinking, in a call)."""
     reasoning: list[str] = []
     content: list[str] = []
-    thinking, in_call = starts_in_reasoning, False
     for piece, marker in _pieces(text, _MARKUP_LEXER):
         if not marker:
             (reasoning if thinking else content).append(piece)
@@ -118,7 +124,7 @@ def _channels(text: str, starts_in_reasoning: bool) -> tuple[str, str]:
             if thinking or in_call:
                 (reasoning if thinking else content).append(piece)
             in_call = False
-    return "".join(reasoning), "".join(content)
+    return "".join(reasoning), "".join(content), thinking, in_call
 
 
 def _finish_reasoning(raw: str) -> str:
@@ -135,11 +141,18 @@ class Gemma4ReasoningParser(ThinkReasoningParser):
     ENGINE_BASED = True
     TURN_BOUNDARIES = ("<|turn>", "<|tool_response>")
 
+    PROGRESS = {"_mode": {"enum": ["opening", "open"]}, "_pending": TEXT, "_thinking": FLAG, "_in_call": FLAG,
+                "_reasoning_held": TEXT, "_prefix_decided": FLAG}
+
     def __init__(self, chat_template_kwargs: dict[str, Any] | None = None) -> None:
         # enable_thinking does not change the split; it only decides an unmarked prompt (``prompt_left_reasoning``)
         self.thinking = bool((chat_template_kwargs or {}).get("enable_thinking", False))
-        self._text = ""
-        self._sent = (0, 0)
+        self._mode = "opening"  # no <|channel> seen: a later <channel|> may still make the text reasoning
+        self._pending = ""  # opening: all the text so far; open: a tail that may still become a marker
+        self._thinking = False
+        self._in_call = False
+        self._reasoning_held = ""  # reasoning not sent yet: an undecided "thought" prefix, trailing whitespace
+        self._prefix_decided = False
 
     def prompt_left_reasoning(self, prompt_ids: list[int], vocab: dict[str, int]) -> bool:
         """Whether generation starts after reasoning (render's ``reasoning_ended``), from the prompt's ids.
@@ -169,19 +182,38 @@ class Gemma4ReasoningParser(ThinkReasoningParser):
 
     def feed(self, delta: str, finished: bool = False) -> tuple[str, str]:
         """Add streamed text; return (new reasoning, new content) safe to emit now."""
-        self._text += delta
-        if finished:
-            reasoning, content = (part or "" for part in self.split(self._text))
-        elif CHANNEL_OPEN not in self._text:
-            return "", ""
-        else:
-            raw, content = _channels(self._text[: len(self._text) - _held_tail(self._text)], False)
-            trimmed = raw.rstrip()
-            undecided = THOUGHT.strip().startswith(trimmed)  # may still become the dropped "thought\n" prefix
-            reasoning = "" if undecided else _finish_reasoning(trimmed)
-        new = reasoning[self._sent[0]:], content[self._sent[1]:]
-        self._sent = (max(self._sent[0], len(reasoning)), max(self._sent[1], len(content)))
-        return new
+        text = self._pending + delta
+        if self._mode == "opening":
+            if CHANNEL_OPEN not in text:
+                self._pending = "" if finished else text
+                if not finished:
+                    return "", ""
+                reasoning, content = self.split(text)
+                return reasoning or "", content or ""
+            self._mode = "open"
+        hold = 0 if finished else _held_tail(text)
+        self._pending = text[len(text) - hold:]
+        raw, content, self._thinking, self._in_call = _read_channels(text[: len(text) - hold], self._thinking,
+                                                                     self._in_call)
+        return self._reasoning(raw, finished), content
+
+    def _reasoning(self, raw: str, finished: bool) -> str:
+        """What of the raw reasoning may be sent: never trailing whitespace (the whole answer strips it) nor a
+        ``thought`` prefix that may still turn out to be the dropped ``thought\n``."""
+        text = self._reasoning_held + raw
+        if not self._prefix_decided:
+            trimmed = text.rstrip()
+            if THOUGHT.strip().startswith(trimmed) and not finished:
+                self._reasoning_held = text
+                return ""
+            self._prefix_decided = True
+            if trimmed.startswith(THOUGHT):
+                text = text[len(THOUGHT):]
+            elif trimmed == THOUGHT.strip():
+                text = ""
+        sendable = text.rstrip()
+        self._reasoning_held = "" if finished else text[len(sendable):]
+        return sendable
 
 
 # -- the key:value argument language ------------------------------------------------------------------------------
@@ -369,8 +401,12 @@ def _scan(text: str, channels_are_markup: bool) -> tuple[str, str, list[_Call]]:
     return "".join(before), "".join(after), calls
 
 
-class Gemma4ToolParser:
-    """Extracts Gemma 4 tool calls from content text; ``feed`` is the streaming form."""
+class Gemma4ToolParser(Resumable):
+    """Extracts Gemma 4 tool calls from content text; ``feed`` is the streaming form.
+
+    A late marker can change everything before it, so the stream keeps the whole text until it ends."""
+
+    PROGRESS = {"_text": TEXT}
 
     MARKERS = (CALL_OPEN, CALL_CLOSE, QUOTE)  # texts the parser must see, even when they are special tokens
     #: vLLM runs Gemma 4's tool pass on requests without tools (or with tool_choice "none") too, keeping only its

@@ -3,7 +3,7 @@
 Non-streaming: every region is JSON-decoded; ``arguments`` is re-serialised as a JSON string
 (``json.dumps``, non-ASCII kept); content is the text before the first ``<tool_call>``. If any region is
 not valid JSON the whole text stays content, with no tool calls (what vLLM does).
-Streaming: the accumulated content is re-scanned on every chunk; the tool name is sent once it is complete,
+Streaming: only the unfinished call's text is kept and re-read; the tool name is sent once it is complete,
 then the raw argument text is sent as it grows (vLLM streams the model's own spelling, not a re-dump).
 """
 
@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tokenspec.harness.frontend.parsers.markup import partial_suffix
+from tokenspec.harness.frontend.parsers.progress import COUNT, FLAG, TEXT, Resumable
 
 TOOL_START = "<tool_call>"
 TOOL_END = "</tool_call>"
@@ -51,16 +52,19 @@ class ToolCallDelta:
                 "function": {"name": self.name, "arguments": self.arguments}}
 
 
-@dataclass
-class HermesToolParser:
+class HermesToolParser(Resumable):
     """Extracts tool calls from content text; ``feed`` is the streaming form."""
 
     MARKERS = (TOOL_START, TOOL_END)  # texts the parser must see, even when they are special tokens
+    PROGRESS = {"_mode": {"enum": ["content", "calls", "stuck"]}, "_pending": TEXT, "_index": COUNT,
+                "_named": FLAG, "_args_sent": COUNT}
 
-    _text: str = ""
-    _content_sent: int = 0
-    _names: list[str | None] = field(default_factory=list)
-    _args_sent: list[str] = field(default_factory=list)
+    def __init__(self) -> None:
+        self._mode = "content"  # then "calls" from the first <tool_call>; "stuck" after a call with no name
+        self._pending = ""  # content: a tail that may become <tool_call>; calls: the unfinished call's text
+        self._index = 0  # the call being read
+        self._named = False  # its name has been sent
+        self._args_sent = 0  # characters of its argument text sent
 
     @classmethod
     def for_request(cls, chat_request: dict[str, Any], reasoning: Any) -> HermesToolParser:
@@ -81,22 +85,6 @@ class HermesToolParser:
             return text, []
         return text[: text.find(TOOL_START)], calls
 
-    def _regions(self) -> list[tuple[str, bool]]:
-        """(json text, complete?) for each <tool_call> region of the accumulated text."""
-        regions, pos = [], 0
-        while (start := self._text.find(TOOL_START, pos)) != -1:
-            body_start = start + len(TOOL_START)
-            end = self._text.find(TOOL_END, body_start)
-            if end != -1:
-                regions.append((self._text[body_start:end].strip(), True))
-                pos = end + len(TOOL_END)
-                continue
-            raw = self._text[body_start:]
-            raw = raw[: len(raw) - partial_suffix(raw, TOOL_END)].strip()
-            regions.append((raw, bool(raw) and _is_complete_json(raw)))
-            break
-        return regions
-
     @staticmethod
     def _arguments_text(body: str, complete: bool) -> str | None:
         key = _ARGS_KEY.search(body)
@@ -110,31 +98,48 @@ class HermesToolParser:
         return raw
 
     def feed(self, delta: str, finished: bool = False) -> tuple[str, list[ToolCallDelta]]:
-        """Add streamed content text; return (plain content to send, tool-call deltas)."""
-        self._text += delta
-        if TOOL_START in self._text:
-            sendable = self._text.index(TOOL_START)
-        elif finished:
-            sendable = len(self._text)
-        else:
-            sendable = len(self._text) - partial_suffix(self._text, TOOL_START)
+        """Add streamed content text; return (plain content to send, tool-call deltas).
+
+        Content is the text before the first ``<tool_call>``; after it, calls are read one at a time and only the
+        unfinished one's text is kept (a later call cannot start before this one has its name)."""
+        text = self._pending + delta
         content = ""
-        if sendable > self._content_sent:
-            content = self._text[self._content_sent: sendable]
-            self._content_sent = sendable
+        if self._mode == "content":
+            start = text.find(TOOL_START)
+            if start < 0:
+                hold = 0 if finished else partial_suffix(text, TOOL_START)
+                self._pending = text[len(text) - hold:]
+                return text[: len(text) - hold], []
+            content, text, self._mode = text[:start], text[start:], "calls"
         deltas: list[ToolCallDelta] = []
-        for i, (body, complete) in enumerate(self._regions()):
-            if i >= len(self._names):
-                self._names.append(None)
-                self._args_sent.append("")
-            if self._names[i] is None:
+        while self._mode == "calls":
+            start = text.find(TOOL_START)
+            if start < 0:  # text between calls is dropped
+                text = text[len(text) - partial_suffix(text, TOOL_START):]
+                break
+            text = text[start:]
+            end = text.find(TOOL_END, len(TOOL_START))
+            if end >= 0:
+                body, complete = text[len(TOOL_START): end].strip(), True
+            else:
+                raw = text[len(TOOL_START):]
+                body = raw[: len(raw) - partial_suffix(raw, TOOL_END)].strip()
+                complete = bool(body) and _is_complete_json(body)
+            if not self._named:
                 name = _NAME.search(body)
                 if name is None:
-                    break  # a later call cannot start before this one has its name
-                self._names[i] = name.group(1)
-                deltas.append(ToolCallDelta(i, id=new_tool_call_id(), name=name.group(1)))
+                    if end >= 0:  # a finished call without a name: no later call is ever read
+                        self._mode, text = "stuck", ""
+                    break
+                self._named = True
+                deltas.append(ToolCallDelta(self._index, id=new_tool_call_id(), name=name.group(1)))
             args = self._arguments_text(body, complete)
-            if args is not None and len(args) > len(self._args_sent[i]):
-                deltas.append(ToolCallDelta(i, arguments=args[len(self._args_sent[i]):]))
-                self._args_sent[i] = args
+            if args is not None and len(args) > self._args_sent:
+                deltas.append(ToolCallDelta(self._index, arguments=args[self._args_sent:]))
+                self._args_sent = len(args)
+            if end < 0:
+                break
+            text = text[end + len(TOOL_END):]
+            self._index, self._named, self._args_sent = self._index + 1, False, 0
+        self._pending = text if self._mode == "calls" else ""
         return content, deltas

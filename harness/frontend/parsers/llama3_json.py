@@ -31,10 +31,10 @@ with ``{`` or ``<|python_tag|>``); reports/expectations/vllm-0.32.0-cpu.yaml rec
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from tokenspec.harness.frontend.parsers.hermes import ToolCallDelta, new_tool_call_id
+from tokenspec.harness.frontend.parsers.progress import COUNT, FLAG, TEXT, Resumable
 
 BOT = "<|python_tag|>"
 _DECODER = json.JSONDecoder()
@@ -188,11 +188,8 @@ def _call_of(obj: Any) -> dict[str, str] | None:
         return None
 
 
-def _scan(text: str, final: bool) -> list[dict[str, str]] | None:
-    """The calls of ``text`` (an empty list when there is no object), or None when the text is content.
-
-    With ``final`` false the text may still grow: None then means it is content whatever follows, and an
-    object that does not decode YET stops the scan (undecided, an empty or partial list)."""
+def _scan(text: str) -> list[dict[str, str]] | None:
+    """The calls of a whole ``text`` (an empty list when there is no object), or None when the text is content."""
     calls: list[dict[str, str]] = []
     decoded_end = -1
     pos = text.find("{")
@@ -201,9 +198,7 @@ def _scan(text: str, final: bool) -> list[dict[str, str]] | None:
             try:
                 obj, decoded_end = _DECODER.raw_decode(text, pos)  # the absolute end of the object
             except json.JSONDecodeError:
-                if final or not _may_become_object(text[pos:]):
-                    return None
-                return calls
+                return None
             call = _call_of(obj)
             if call is None:
                 return None
@@ -212,15 +207,39 @@ def _scan(text: str, final: bool) -> list[dict[str, str]] | None:
     return calls
 
 
-@dataclass
-class Llama3JsonToolParser:
-    """``extract`` for a whole output, ``feed`` for a stream (one instance per stream, fed every chunk)."""
+def _is_content_from(text: str, pos: int, decoded_end: int) -> tuple[bool, int, int]:
+    """For a text that may still grow: (it is content whatever follows, where the next scan
+    starts, the end of the last decoded object). A scan stops at a ``{`` that does not decode yet and starts there
+    next time; everything before it is decided, so each call reads only the undecided object and the new text."""
+    pos = text.find("{", pos)
+    while pos != -1:
+        if pos > decoded_end:
+            try:
+                obj, end = _DECODER.raw_decode(text, pos)
+            except json.JSONDecodeError:
+                return not _may_become_object(text[pos:]), pos, decoded_end
+            if _call_of(obj) is None:
+                return True, pos, decoded_end
+            decoded_end = end
+        pos = text.find("{", pos + 1)
+    return False, len(text), decoded_end
+
+
+class Llama3JsonToolParser(Resumable):
+    """``extract`` for a whole output, ``feed`` for a stream (one instance per stream, fed every chunk).
+
+    Until the text is decided to be content, a later ``{`` can still turn all of it into calls, so the stream keeps
+    it whole; once decided, nothing is kept."""
 
     MARKERS = (BOT,)  # the bot token is special in Llama 3.1; it must stay in the decoded text
+    PROGRESS = {"_text": TEXT, "_is_content": FLAG, "_scan_from": COUNT,
+                "_decoded_end": {"type": "integer", "minimum": -1}}
 
-    _text: str = ""
-    _content_sent: int = 0
-    _is_content: bool = False  # decided: the text can no longer parse as tool calls
+    def __init__(self) -> None:
+        self._text = ""  # the undecided text
+        self._is_content = False  # decided: the text can no longer parse as tool calls
+        self._scan_from = 0
+        self._decoded_end = -1
 
     @classmethod
     def for_request(cls, chat_request: dict[str, Any], reasoning: Any) -> Llama3JsonToolParser:
@@ -231,24 +250,27 @@ class Llama3JsonToolParser:
         """(content, [{"name", "arguments"}]) for a whole output."""
         if BOT not in text and "{" not in text:
             return text, []
-        calls = _scan(text, final=True)
+        calls = _scan(text)
         if not calls:
             return text, []
         return None, calls
 
     def feed(self, delta: str, finished: bool = False) -> tuple[str, list[ToolCallDelta]]:
         """Add streamed content text; return (content to send now, tool-call deltas)."""
+        if self._is_content:
+            return delta, []
         self._text += delta
-        if not self._is_content and not finished:
-            self._is_content = _scan(self._text, final=False) is None
-        if not self._is_content and finished:
+        if not finished:
+            self._is_content, self._scan_from, self._decoded_end = _is_content_from(
+                self._text, self._scan_from, self._decoded_end)
+        else:
             content, calls = self.extract(self._text)
             if calls:
+                self._text = ""
                 return "", [ToolCallDelta(i, id=new_tool_call_id(), name=c["name"], arguments=c["arguments"])
                             for i, c in enumerate(calls)]
             self._is_content = True
         if not self._is_content:
             return "", []
-        new = self._text[self._content_sent:]
-        self._content_sent = len(self._text)
-        return new, []
+        text, self._text = self._text, ""
+        return text, []

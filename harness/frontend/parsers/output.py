@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tokenspec.harness.frontend.parsers.hermes import HermesToolParser, ToolCallDelta, new_tool_call_id
+from tokenspec.harness.frontend.parsers.progress import InvalidProgress
 from tokenspec.harness.frontend.parsers.think import ThinkReasoningParser
 
 
@@ -28,7 +29,7 @@ class StreamDelta:
 
 
 class OutputParser:
-    """One request's parser; build a fresh one per response (streams are replayed into a fresh one)."""
+    """One request's parsers; build one per response, or per streamed chunk resumed from the carried progress."""
 
     def __init__(self, reasoning_cls: type[ThinkReasoningParser] | None,
                  tool_cls: type[HermesToolParser] | None, chat_request: dict[str, Any]) -> None:
@@ -39,6 +40,22 @@ class OutputParser:
         # and its calls are dropped.
         runs = tool_cls is not None and (self.calls_on or getattr(tool_cls, "RUNS_WITHOUT_TOOLS", False))
         self.tools = tool_cls.for_request(chat_request, reasoning_cls) if runs else None
+
+    def progress(self) -> dict[str, Any]:
+        """What a stream needs to continue on the next call (STREAM-019): the parsers' modes and undecided text."""
+        return {"reasoning": self.reasoning.progress() if self.reasoning else None,
+                "tools": self.tools.progress() if self.tools is not None else None}
+
+    def resume(self, saved: Any) -> None:
+        """Continue from a ``progress()`` of the same request's parsers; InvalidProgress when it cannot be one."""
+        if not isinstance(saved, dict) or set(saved) != {"reasoning", "tools"}:
+            raise InvalidProgress("parser progress must be an object with reasoning and tools")
+        for part, name in ((self.reasoning, "reasoning"), (self.tools, "tools")):
+            if (part is None) != (saved[name] is None):
+                raise InvalidProgress(f"parser progress has {'no' if saved[name] is None else 'a'} {name} part "
+                                      "where this request's parsers have the opposite")
+            if part is not None:
+                part.resume(saved[name])
 
     def parse(self, text: str) -> ParsedMessage:
         reasoning, content = self.reasoning.split(text) if self.reasoning else (None, text)

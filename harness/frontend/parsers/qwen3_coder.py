@@ -46,6 +46,7 @@ from typing import Any
 
 from tokenspec.harness.frontend.parsers.hermes import ToolCallDelta, new_tool_call_id
 from tokenspec.harness.frontend.parsers.markup import partial_suffix
+from tokenspec.harness.frontend.parsers.progress import TEXT, Resumable
 
 TOOL_START, TOOL_END = "<tool_call>", "</tool_call>"
 FUNCTION_START, FUNCTION_END = "<function=", "</function>"
@@ -210,8 +211,13 @@ def _as_declared(value: str, types: set[str]) -> Any:
     return value if parsed is _NO else parsed
 
 
-class Qwen3CoderToolParser:
-    """Extracts XML tool calls from content text; ``feed`` is the streaming form."""
+class Qwen3CoderToolParser(Resumable):
+    """Extracts XML tool calls from content text; ``feed`` is the streaming form.
+
+    The whole answer strips the content around calls and reads the calls only at the end, so the stream keeps the
+    text whole until it ends."""
+
+    PROGRESS = {"_text": TEXT, "_sent": TEXT}
 
     MARKERS = (TOOL_START, TOOL_END)  # texts the parser must see, even when they are special tokens
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from tokenspec.harness.frontend.parsers.markup import partial_suffix
+from tokenspec.harness.frontend.parsers.progress import TEXT, Resumable
 
 THINK_START = "<think>"
 THINK_END = "</think>"
 TOOL_START = "<tool_call>"
 
 
-class ThinkReasoningParser:
+class ThinkReasoningParser(Resumable):
     """Splits text into (reasoning, content); ``feed`` gives the same split incrementally."""
 
     MARKERS = (THINK_START, THINK_END)  # texts the parser must see, even when they are special tokens
@@ -25,12 +26,12 @@ class ThinkReasoningParser:
     #: which then keep their own content even when no call parsed (``Qwen3CoderToolParser``).
     ENGINE_BASED = True
 
+    PROGRESS = {"_mode": {"enum": ["reasoning", "content"]}, "_pending": TEXT}
+
     def __init__(self, chat_template_kwargs: dict[str, Any] | None = None) -> None:
         self.enabled = (chat_template_kwargs or {}).get("enable_thinking", True) is not False
-        self._text = ""
-        self._reasoning_sent = 0
-        self._content_start: int | None = None if self.enabled else 0
-        self._content_sent = 0  # length of the cleaned content already returned (thinking enabled only)
+        self._mode = "reasoning" if self.enabled else "content"
+        self._pending = ""  # text received but not sent: a tail that may still become a marker
 
     #: tokens that end the scan of the prompt for a think marker (the current turn only); none: the whole prompt
     TURN_BOUNDARIES: tuple[str, ...] = ("<|im_start|>", "<|im_end|>")
@@ -73,40 +74,28 @@ class ThinkReasoningParser:
     def feed(self, delta: str, finished: bool = False) -> tuple[str, str]:
         """Add streamed text; return (new reasoning, new content) safe to emit now.
 
-        A tail that may be the start of a marker is held back, unless the output has ``finished``.
+        A tail that may be the start of a marker is held back, unless the output has ``finished``. Only that
+        tail is kept between calls: no marker can straddle text already sent, so each piece is split alone.
         """
-        self._text += delta
-        if self._content_start is not None:
-            if not self.enabled:
-                return "", delta
-            return "", self._new_content(finished)
-        end = self._end_of_reasoning(self._text)
+        if not self.enabled:
+            return "", delta
+        text = self._pending + delta
+        if self._mode == "content":
+            return "", self._content(text, finished)
+        end = self._end_of_reasoning(text)
         if end is None:
-            body = self._text
-            hold = 0 if finished else max(partial_suffix(body, t) for t in (THINK_START, THINK_END, TOOL_START))
-            visible = body[: len(body) - hold]
-        else:
-            visible = self._text[: end[0]]
-        reasoning = visible.replace(THINK_START, "")
-        new_reasoning = reasoning[self._reasoning_sent:]
-        self._reasoning_sent = len(reasoning)
-        if end is None:
-            return new_reasoning, ""
-        self._content_start = end[1]
-        return new_reasoning, self._new_content(finished)
+            hold = 0 if finished else max(partial_suffix(text, t) for t in (THINK_START, THINK_END, TOOL_START))
+            self._pending = text[len(text) - hold:]
+            return text[: len(text) - hold].replace(THINK_START, ""), ""
+        self._mode = "content"
+        return text[: end[0]].replace(THINK_START, ""), self._content(text[end[1]:], finished)
 
-    def _new_content(self, finished: bool) -> str:
-        """Content not yet returned, with later ``</think>`` markers dropped as ``split`` drops them.
-
-        A tail that may be the start of ``</think>`` is held back until it is decided (or the output ends).
-        """
-        assert self._content_start is not None
-        body = self._text[self._content_start:]
-        hold = 0 if finished else partial_suffix(body, THINK_END)
-        cleaned = body[: len(body) - hold].replace(THINK_END, "")
-        new = cleaned[self._content_sent:]
-        self._content_sent = len(cleaned)
-        return new
+    def _content(self, text: str, finished: bool) -> str:
+        """Content to send, with later ``</think>`` markers dropped as ``split`` drops them; a tail that may be
+        the start of ``</think>`` is held back until it is decided (or the output ends)."""
+        hold = 0 if finished else partial_suffix(text, THINK_END)
+        self._pending = text[len(text) - hold:]
+        return text[: len(text) - hold].replace(THINK_END, "")
 
 
 class DeepSeekR1ReasoningParser(ThinkReasoningParser):
@@ -121,9 +110,11 @@ class DeepSeekR1ReasoningParser(ThinkReasoningParser):
 
     TURN_BOUNDARIES = ()  # the whole prompt is scanned
 
+    PROGRESS = {"_mode": {"enum": ["opening", "reasoning", "content"]}, "_pending": TEXT}
+
     def __init__(self, chat_template_kwargs: dict[str, Any] | None = None) -> None:
         super().__init__(None)
-        self._sent = (0, 0)
+        self._mode = "opening"  # no <think> seen yet
 
     def split(self, text: str) -> tuple[str | None, str | None]:
         _, opened, after = text.partition(THINK_START)
@@ -137,13 +128,26 @@ class DeepSeekR1ReasoningParser(ThinkReasoningParser):
         """The split of everything seen so far, less a tail that may still become a marker; emit what is new.
 
         Until a ``<think>`` has been seen nothing is sent: one arriving later restarts the split after it (the
-        whole answer drops the text before it), and what was sent cannot be taken back (STREAM-008)."""
-        self._text += delta
-        if not finished and THINK_START not in self._text:
-            return "", ""
-        hold = 0 if finished else max(partial_suffix(self._text, t) for t in (THINK_START, THINK_END))
-        reasoning, content = self.split(self._text[: len(self._text) - hold])
-        reasoning, content = reasoning or "", content or ""
-        new = reasoning[self._sent[0]:], content[self._sent[1]:]
-        self._sent = (max(self._sent[0], len(reasoning)), max(self._sent[1], len(content)))
-        return new
+        whole answer drops the text before it), and what was sent cannot be taken back (STREAM-008). So the
+        text before it is the one thing kept whole between calls; after it only an undecided tail is."""
+        text = self._pending + delta
+        if self._mode == "opening":
+            _, opened, after = text.partition(THINK_START)
+            if not opened:
+                if not finished:
+                    self._pending = text
+                    return "", ""
+                self._pending = ""
+                reasoning, content = self.split(text)
+                return reasoning or "", content or ""
+            self._mode, text = "reasoning", after
+        if self._mode == "content":
+            self._pending = ""
+            return "", text
+        reasoning, ended, content = text.partition(THINK_END)
+        if ended:
+            self._mode, self._pending = "content", ""
+            return reasoning, content
+        hold = 0 if finished else max(partial_suffix(text, t) for t in (THINK_START, THINK_END))
+        self._pending = text[len(text) - hold:]
+        return text[: len(text) - hold], ""
