@@ -1,4 +1,4 @@
-"""Streaming derender: one JSON POST per generate chunk, the client carrying stream_state (STREAM-007..018)."""
+"""Streaming derender: one JSON POST per generate chunk, the client carrying stream_state (STREAM-007..019)."""
 
 from __future__ import annotations
 
@@ -192,6 +192,48 @@ def test_chat_stream_gives_the_whole_answers_tool_calls(api, target, codec, capa
     assert (content, reasoning) == (whole.get("content") or "", whole.get("reasoning") or whole.get(
         "reasoning_content") or ""), f"{shape!r} ({variant}) streamed content/reasoning {(content, reasoning)!r} !="\
         f" non-stream {(whole.get('content'), whole.get('reasoning'))!r}"
+
+
+#: What a plain-text output opens with so that each reasoning family's rules (specs/parsers.yaml) decide its text as
+#: it arrives: deepseek_r1 drops the text before a later ``<think>``, and gemma4 reads text before a later
+#: ``<|channel>`` as reasoning or content only once it has seen one, so until then nothing is decided.
+DECIDING_OPENER = {None: "", "qwen3": "", "deepseek_r1": "<think>", "gemma4": "<|channel>thought\n"}
+#: Tool families whose rules decide nothing until the output ends, even for a request without tools (gemma4's pass
+#: runs on every request, and a late marker changes the text before it).
+UNDECIDED_TOOLS = ("gemma4",)
+STATE_GROWTH = 256  # bytes the state may gain from token 200 to token 2,000 (counters, an open tail)
+
+
+def _state_bytes(state: Any) -> int:
+    return len(json.dumps(state, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+@pytest.mark.req("STREAM-019")
+@pytest.mark.parametrize("path", [CHAT, COMPLETIONS], ids=["chat", "completions"])
+def test_stream_state_does_not_grow_with_the_output(api, target, codec, capabilities, max_model_len, path) -> None:
+    """Plain words streamed 20 tokens a chunk: the state returned after token 2,000 is no more than STATE_GROWTH
+    bytes larger than after token 200 (a state that carries the output history grows by several bytes a token)."""
+    opener = ""
+    if path == CHAT:
+        reasoning, tool = capabilities.parsers.get("reasoning"), capabilities.parsers.get("tool")
+        if reasoning not in DECIDING_OPENER:
+            not_tested(f"the target's reasoning parser is {reasoning}: specs/parsers.yaml has no rule for when it "
+                       "decides its text (declare its family with --profile)")
+        if tool == "unknown" or tool in UNDECIDED_TOOLS:
+            not_tested(f"the target's tool parser ({tool}) decides no text before the output ends")
+        opener = DECIDING_OPENER[reasoning]
+    length = min(2000, max_model_len - len(PROMPT) - 1)
+    if length < 1000:
+        not_tested(f"max_model_len {max_model_len} leaves no room for a 1,000-token stream")
+    words = " ".join(["the model weighs each option before it answers"] * (length // 3))
+    ids = codec.encode(opener + words)[:length]
+    chunks = [gen_chunk(ids[i:i + 20]) for i in range(0, len(ids), 20)]
+    answers = stream_derender(api, target.model, path, chunks)
+    early = _state_bytes(answers[200 // 20 - 1]["stream_state"])
+    late = _state_bytes(answers[-1]["stream_state"])
+    assert late <= early + STATE_GROWTH, (
+        f"stream_state grew from {early} bytes after token 200 to {late} bytes after token {len(ids)}: it carries"
+        f" what grows with the output (keys: {', '.join(sorted(answers[-1]['stream_state']))})")
 
 
 @pytest.mark.req("STREAM-009")
