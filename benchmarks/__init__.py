@@ -11,6 +11,9 @@ hits both sides alike, is stable enough to report against a target.
 - ``gateway``: the whole reference server; a 16-token greedy generation through vLLM's coupled endpoint vs
   through our gateway, then a load test of mixed streaming / non-streaming requests with RSS samples and a
   parity sample.
+- ``scale``: how the cost grows with the work, against vLLM's render server: chat render from 1k to 128k prompt
+  tokens, whole derender from 1k to 32k output tokens, and a streamed derender's cost per chunk and state size from
+  token 50 to token 32,000, with whole-stream totals.
 - ``suite``: wall time of a full ``tokenspec run`` against an implementation's deployment (start-up excluded),
   and with ``--profile`` where a profiled run spends its time, per test file and phase.
 - ``target``: any implementation's render and derender speed against the bundled frontend on the same model,
@@ -33,6 +36,7 @@ from typing import Any
 from tokenspec.benchmarks.frontend import bench_frontend
 from tokenspec.benchmarks.gateway import bench_gateway
 from tokenspec.benchmarks.lifecycle import sigterm_as_interrupt, write_result
+from tokenspec.benchmarks.scale import bench_scale
 from tokenspec.benchmarks.suite import bench_suite
 from tokenspec.benchmarks.target import bench_target
 from tokenspec.benchmarks.token_loop import bench_token_loop
@@ -40,7 +44,7 @@ from tokenspec.core.errors import UsageError
 
 BENCHMARKS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     "frontend": bench_frontend, "gateway": bench_gateway, "suite": bench_suite, "token-loop": bench_token_loop,
-    "target": bench_target}
+    "target": bench_target, "scale": bench_scale}
 
 
 def bench_from_args(args: argparse.Namespace) -> int:

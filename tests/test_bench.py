@@ -18,7 +18,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from tokenspec import benchmarks
-from tokenspec.benchmarks import gateway, payloads, statistics, suite, token_loop
+from tokenspec.benchmarks import gateway, payloads, scale, statistics, suite, token_loop
 from tokenspec.cli import build_parser
 from tokenspec.core import phases
 from tokenspec.core.errors import UsageError
@@ -89,6 +89,29 @@ def test_payloads_have_the_requested_size(tiny_model: BuildResult) -> None:
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
     content = sum(len(tok.encode(m["content"]).ids) for m in messages[1:])
     assert 200 <= content <= 280  # re-encoding decoded text may merge or split a few tokens
+
+
+def test_scale_payloads_are_reasoning_of_the_requested_size(tiny_model: BuildResult) -> None:
+    tok = Tokenizer.from_file(str(tiny_model.model_dir / "tokenizer.json"))
+    added = [t.content for t in tok.get_added_tokens_decoder().values()]
+    assert "<|im_end|>" in "\n".join(payloads.mixed_text()) and not any(a in scale._plain_text(tok) for a in added)
+    ids = scale._reasoning_ids(tok, 2_000)
+    text = tok.decode(ids, skip_special_tokens=False)
+    assert len(ids) == 2_000 and text.startswith("<think>") and text.count("</think>") == 1
+    prompt = len(tok.encode(scale._prompt_text(tok, 8_000)).ids)
+    assert 7_900 <= prompt <= 8_100
+
+
+def test_scale_estimates_the_stream_it_did_not_run_from_its_per_chunk_costs() -> None:
+    """Past the measured part, the total grows by the trapezoid of the per-chunk p50s, one chunk per ``chunk`` tokens:
+    from 1k to 4k at 10 -> 40 ms a chunk of 1 token, 3,000 chunks at 25 ms on average = 75 s more."""
+    points = {at: {"vllm": {"p50": at / 100}} for at in scale.STREAM_AT}
+    doc = {"stream": {1: points}, "stream_total_s": {1: {"vllm": {1_000: 5.0}}}}
+    scale._estimate_beyond(doc, 1)
+    estimated = doc["stream_total_s"][1]["vllm_estimated"]
+    assert estimated[4_000] == pytest.approx(5.0 + 75.0)
+    assert estimated[16_000] == pytest.approx(80.0 + (40 + 160) / 2 * 12_000 / 1000)
+    assert 1_000 not in estimated
 
 
 def test_bench_arguments_and_bad_values(tmp_path) -> None:
