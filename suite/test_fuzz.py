@@ -9,11 +9,18 @@ programmatically, one test per operation and mode, because its pytest integratio
 fixtures. Runs are bounded (``--max-examples``, no shrinking) and reproducible: hypothesis is seeded with the
 run's seed, which the plugin prints in the header. Failures are collected and reported together, each as a
 curl command.
+
+Cases are drawn from a copy of the spec whose arrays without a ``maxItems`` get one (FUZZ_MAX_ITEMS): unbounded,
+hypothesis nests lists of choices of logprobs of alternatives into bodies of tens of KB, and drawing 25 derender
+bodies took 13-21 s of a 30 s run. Every field stays in reach; lengths past the cap are the dedicated limit tests'
+work (ERROR-014, STREAM-012, the max_model_len bounds). The oracle is still the spec itself.
 """
 
 from __future__ import annotations
 
 import functools
+import json
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,6 +29,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from jsonschema.exceptions import best_match
 
 from tokenspec.core.transport import EXHAUSTED
+from tokenspec.core.yaml_files import load_yaml
 from tokenspec.specs.openapi import SPEC_DIR, load_document
 from tokenspec.suite.engine.checks import note_server
 from tokenspec.suite.engine.client import RecordedRequest, check_schema
@@ -32,6 +40,7 @@ DOCUMENTS = ("render.yaml", "derender.yaml", "generate.yaml", "utilities.yaml")
 MAX_REPORTED = 5
 # Generated generate requests may ask for thousands of tokens; the fuzzer is after validation, not load.
 MAX_FUZZ_TOKENS = 16
+FUZZ_MAX_ITEMS = 4
 
 
 def _operations() -> list[tuple[str, str, str, str]]:
@@ -54,8 +63,36 @@ OPERATIONS = _operations()
 def _schema(document: str):
     import schemathesis
 
-    # Loading from the file lets schemathesis resolve the relative components.yaml refs itself.
-    return schemathesis.openapi.from_path(str(SPEC_DIR / document))
+    # Loading from a file lets schemathesis resolve the relative components.yaml refs itself.
+    return schemathesis.openapi.from_path(str(_fuzz_spec_dir() / document))
+
+
+def _capped(node: Any) -> Any:
+    """``node`` with FUZZ_MAX_ITEMS as the ``maxItems`` of every array schema that sets none."""
+    if isinstance(node, list):
+        return [_capped(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: _capped(value) for key, value in node.items()}
+    kinds = out.get("type")
+    if kinds == "array" or (isinstance(kinds, list) and "array" in kinds):
+        out.setdefault("maxItems", FUZZ_MAX_ITEMS)
+    return out
+
+
+@functools.cache
+def _fuzz_spec_dir() -> Path:
+    """The spec's documents with their arrays capped, written once per process (their $refs are relative)."""
+    import atexit
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="tokenspec-fuzz-spec-"))
+    atexit.register(shutil.rmtree, folder, True)
+    for source in SPEC_DIR.glob("*.yaml"):
+        document = _capped(load_yaml(source.read_text(encoding="utf-8")))
+        (folder / source.name).write_text(json.dumps(document), encoding="utf-8")  # JSON is YAML
+    return folder
 
 
 def _operation(document: str, method: str, path: str):
@@ -92,8 +129,6 @@ def _violates(validator, body: Any) -> bool:
 def _wire(case, base_url: str, shown: tuple[tuple[str, str], ...] = ()) -> RecordedRequest:
     """The request exactly as it goes on the wire: the body serialised here, once, so the reproduction that
     is printed is byte for byte what was sent (invalid bytes included, never a sanitised rendering)."""
-    import json
-
     kwargs = case.as_transport_kwargs(base_url=base_url)
     headers = {k.lower(): v for k, v in (kwargs.get("headers") or {}).items() if not k.startswith("X-Schemathesis")}
     content: bytes | None = None
