@@ -11,6 +11,7 @@ import random
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,14 +58,14 @@ class LoadResult:
     seconds: float
 
 
-async def _one_request(client: httpx.AsyncClient, body: dict[str, Any]) -> tuple[str, float]:
+async def _one_request(client: httpx.AsyncClient, body: dict[str, Any], path: str = CHAT) -> tuple[str, float]:
     """(outcome, ms): outcome is "200", another status, or "stream-error" (an error event or no [DONE])."""
     start = time.perf_counter()
     if not body.get("stream"):
-        resp = await client.post(CHAT, json=body)
+        resp = await client.post(path, json=body)
         await resp.aread()
         return str(resp.status_code), (time.perf_counter() - start) * 1000
-    async with client.stream("POST", CHAT, json=body) as resp:
+    async with client.stream("POST", path, json=body) as resp:
         if resp.status_code != 200:
             await resp.aread()
             return str(resp.status_code), (time.perf_counter() - start) * 1000
@@ -80,8 +81,11 @@ async def _one_request(client: httpx.AsyncClient, body: dict[str, Any]) -> tuple
     return outcome, (time.perf_counter() - start) * 1000
 
 
-async def load_test(url: str, name: str, clients: int, duration: float) -> LoadResult:
-    """``clients`` concurrent loops of mixed streaming / non-streaming greedy requests for ``duration`` s."""
+async def load_test(url: str, name: str, clients: int, duration: float,
+                    body_of: Callable[[random.Random, int], dict[str, Any]] | None = None,
+                    path: str = CHAT) -> LoadResult:
+    """``clients`` concurrent loops for ``duration`` s of requests to ``path``: by default mixed streaming /
+    non-streaming greedy generations; ``body_of(rng, k)`` gives other bodies."""
     result = LoadResult([], Counter(), Counter(), 0, 0.0)
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     rng = random.Random(0)
@@ -92,12 +96,12 @@ async def load_test(url: str, name: str, clients: int, duration: float) -> LoadR
         async def loop(i: int) -> None:
             k = 0
             while time.perf_counter() < deadline:
-                body = generation(name, rng.choice(PROMPTS), stream=(i + k) % 2 == 0,
-                                  max_tokens=rng.choice((8, 16, 32)))
+                body = body_of(rng, i + k) if body_of else generation(
+                    name, rng.choice(PROMPTS), stream=(i + k) % 2 == 0, max_tokens=rng.choice((8, 16, 32)))
                 k += 1
                 result.sent += 1
                 try:
-                    outcome, ms = await _one_request(client, body)
+                    outcome, ms = await _one_request(client, body, path)
                 except httpx.HTTPError as exc:  # no answer at all: named with the request kind, to diagnose
                     result.exceptions[f"{type(exc).__name__} ({'stream' if body.get('stream') else 'plain'})"] += 1
                     continue

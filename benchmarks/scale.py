@@ -6,6 +6,7 @@ on the same model and parsers, in the same run.
 - streamed chat derender: the cost of one more chunk (1 or 8 tokens) once the stream is at token 50, 1k, 4k, 16k
   and 32k (each side primed to that point by one call, then the same next chunk timed from its own state), and the
   size of the stream_state there;
+- 64 clients of short chat renders for ``--duration`` seconds on each side: errors, p50/p99, and our RSS;
 - the whole stream, chunk by chunk, with its running total at 1k, 4k, 16k and 32k tokens: ours to 32k; vLLM, whose
   chunks grow dearer as the stream grows, to 1k (1-token chunks) and 4k (8-token chunks), and beyond that the
   integral of its measured per-chunk p50s, labelled as an estimate.
@@ -37,6 +38,7 @@ CHUNKS = (1, 8)
 #: how far vLLM's stream is run chunk by chunk, per chunk size (beyond: estimated from its per-chunk p50s)
 VLLM_STREAM_TO = {1: 1_000, 8: 4_000}
 MAX_MODEL_LEN = 140_000
+LOAD_CLIENTS = 64
 NAME = "scale"
 RENDER = "/v1/chat/completions/render"
 DERENDER = "/v1/chat/completions/derender"
@@ -67,7 +69,7 @@ def bench_scale(args: argparse.Namespace) -> dict[str, Any]:
         conns = {"ours": TimedConnection(ours.url, timeout=600), "vllm": TimedConnection(theirs.url, timeout=600)}
         for conn in conns.values():
             stack.callback(conn.close)
-        return _measure(args, tokenizer, conns)
+        return _measure(args, tokenizer, conns, {"ours": ours.process.pid})
     raise AssertionError("unreachable")
 
 
@@ -145,7 +147,8 @@ def _stream_body(ids: list[int], finish: bool, state: Any, prompt: list[int]) ->
                 {"index": 0, "token_ids": ids, "finish_reason": "length" if finish else None}]}}
 
 
-def _measure(args: argparse.Namespace, tokenizer: Any, conns: dict[str, TimedConnection]) -> dict[str, Any]:
+def _measure(args: argparse.Namespace, tokenizer: Any, conns: dict[str, TimedConnection],
+             pids: dict[str, int]) -> dict[str, Any]:
     pair = _Pair(conns)
     base = max(3, min(args.requests, 30))
     doc: dict[str, Any] = {"benchmark": "scale", "machine": machine_facts(), "render": {}, "derender": {},
@@ -195,7 +198,29 @@ def _measure(args: argparse.Namespace, tokenizer: Any, conns: dict[str, TimedCon
                                                                               prompt_ids)
         _estimate_beyond(doc, chunk)
 
+    doc["load"] = _load(args, conns, pids)
     return {**doc, "targets": _report(doc)}
+
+
+def _load(args: argparse.Namespace, conns: dict[str, TimedConnection], pids: dict[str, int]) -> dict[str, Any]:
+    """64 clients of short chat renders for ``--duration`` s on each side in turn; errors, p50/p99, and our RSS."""
+    import asyncio
+
+    from tokenspec.benchmarks.gateway import load_test, rss_kib
+
+    out: dict[str, Any] = {}
+    for side, conn in conns.items():
+        print(f"load: {LOAD_CLIENTS} clients of short renders for {args.duration:.0f} s on {side} ...", flush=True)
+        before = rss_kib(pids[side]) if side in pids else None
+        result = asyncio.run(load_test(conn.url, NAME, LOAD_CLIENTS, args.duration, path=RENDER,
+                                       body_of=lambda rng, k: {"model": NAME, "messages": [
+                                           {"role": "user", "content": f"Question {k}: {rng.random():.6f}?"}]}))
+        after = rss_kib(pids[side]) if side in pids else None
+        ok = result.statuses.get("200", 0)
+        figures = summarize(result.latencies_ms) if result.latencies_ms else {"p50": 0.0, "p99": 0.0}
+        out[side] = {"sent": result.sent, "ok": ok, "errors": result.sent - ok, "per_s": ok / result.seconds,
+                     "p50": figures["p50"], "p99": figures["p99"], "rss_kib": [before, after]}
+    return out
 
 
 def _stream_total(pair: _Pair, side: str, output: list[int], chunk: int, limit: int,
@@ -239,7 +264,7 @@ def _ratio_cell(figure: dict[str, Any]) -> str:
 
 def _report(doc: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
-    for size, f in doc["render"].items():
+    for f in doc["render"].values():
         rows.append([f"chat render, {f['prompt_tokens']:,} prompt tokens", _ms(f, "ours"), _ms(f, "vllm"),
                      _ratio_cell(f), f"{_ms(f, 'ours') / f['prompt_tokens'] * 1000:.3g} us/token"])
     for size, f in doc["derender"].items():
@@ -261,6 +286,12 @@ def _report(doc: dict[str, Any]) -> list[dict[str, Any]]:
                          for at in STREAM_AT[1:])
         print(f"whole stream in {chunk}-token chunks, ours vs vLLM (~ estimated): {line}")
 
+    load = doc["load"]
+    print()
+    for side, f in load.items():
+        rss = f["rss_kib"]
+        print(f"load on {side}: {f['ok']} of {f['sent']} answered 200 ({f['per_s']:.0f}/s), p50 {f['p50']:.1f} ms, "
+              f"p99 {f['p99']:.1f} ms" + (f", RSS {rss[0]} -> {rss[1]} KiB" if rss[0] else ""))
     render, derender, stream = doc["render"], doc["derender"], doc["stream"]
     per_token = {size: _ms(f, "ours") / f["prompt_tokens"] for size, f in render.items()}
     targets = [Target(f"streamed {chunk}-token chunk at 32k / at 1k (ours)",
@@ -272,6 +303,12 @@ def _report(doc: dict[str, Any]) -> list[dict[str, Any]]:
     targets.append(Target("render per token at 128k / at 8k (ours)", ratio(per_token[128_000], per_token[8_000]), 1.5))
     targets += [Target(f"render p50 ours/vLLM at {size // 1000}k", ratio(_ms(f, "ours"), _ms(f, "vllm")), 0.6)
                 for size, f in render.items() if f["same_work"]]
+    ours_load = load["ours"]
+    targets.append(Target(f"load: requests not answered 200 of {ours_load['sent']} (ours)", ours_load["errors"], 0))
+    targets.append(Target("load: p99 / p50 (ours)", ratio(ours_load["p99"], ours_load["p50"]), 10.0))
+    if ours_load["rss_kib"][0]:
+        targets.append(Target("load: RSS after / before (ours)",
+                              ratio(ours_load["rss_kib"][1], ours_load["rss_kib"][0]), 1.1))
     targets.append(Target("whole derender per token at 32k / at 1k (ours)",
                           ratio(_ms(derender[32_000], "ours") / 32, _ms(derender[1_000], "ours")), 1.5))
     print()

@@ -45,3 +45,17 @@ def test_reference_server_passes_fuzzing_on_seed(seed: int, reference_url: str, 
     bad = [f"{t['nodeid']}: {t['message'][:1500]}" for t in fuzzed if t["outcome"] != "passed"]
     assert not bad, f"seed {seed}:\n" + "\n".join(bad)
     assert done.returncode == 0, done.stdout[-1500:] + done.stderr[-1500:]
+
+
+def test_an_empty_trace_list_is_nothing_to_trace_not_an_engine_crash(reference_url: str) -> None:
+    """Seed 101 drew it: ``trace_decode_token_ids: []`` is valid by the spec, and vLLM 0.32's engine answers it with
+    a bare 500 (a non-empty list gets its 400 about trace replay). The gateway forwards it as null."""
+    import httpx
+
+    body = {"model": DEFAULT_MODEL_NAME, "token_ids": [0],
+            "sampling_params": {"trace_decode_token_ids": [], "max_tokens": 2}}
+    answer = httpx.post(f"{reference_url}/inference/v1/generate", json=body, timeout=60)
+    assert answer.status_code == 200, answer.text[:300]
+    refused = httpx.post(f"{reference_url}/inference/v1/generate", timeout=60,
+                         json={**body, "sampling_params": {"trace_decode_token_ids": [5], "max_tokens": 2}})
+    assert refused.status_code == 400 and "trace replay" in refused.text, refused.text[:300]

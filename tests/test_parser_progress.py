@@ -26,7 +26,8 @@ CONSTRUCTS = ["<think>Let me see.</think>", "Checking.</think>",
               '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}</tool_call>',
               "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>",
               '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris"}}',
-              "<|channel>thought\nPlanning.<channel|>", '<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>']
+              "<|channel>thought\nPlanning.<channel|>",
+              '<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>']
 PIECES = st.one_of(
     st.sampled_from(CONSTRUCTS),
     st.sampled_from(["<think>", "</think>", "<tool_call>", "</tool_call>", '{"name": "get_weather", ',

@@ -137,6 +137,10 @@ class Gateway:
                 raise ApiError(f"Token id {bad} is out of vocabulary", param="token_ids")
             self.fe.renderer.check_text(body["token_ids"], "token_ids")  # the safety hook sees token input too
             schemas.check_spec(request.url.path, body)  # nothing the spec refuses reaches the engine
+            params = body["sampling_params"]
+            if params.get("trace_decode_token_ids") == []:
+                # Nothing to trace, the same as null; vLLM 0.32's engine answers an empty list with a bare 500.
+                params["trace_decode_token_ids"] = None
             if body.get("output_mode") == "derender":
                 return await self._generate_derendered(body)
             if not body.get("stream"):
