@@ -2,7 +2,8 @@
 
 Counted, not timed: the token ids decoded, the characters of text decoded, the characters the parsers re-read (the
 undecided text their progress carries, plus the chunk's text) and the size of the stream_state, per chunk, near
-token 1,000 and near token 32,000 of one long reasoning stream, on the tiny model and on the qwen3 family.
+token 1,000 and near token 32,000 of one long reasoning stream under a request with tools, on the tiny model, the
+qwen3 family (qwen3 + hermes) and the qwen3-coder family (qwen3_coder, which reads the ``<think>`` text as content).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from tokenspec.harness.models.families import FAMILY_PARSERS
 LENGTH = 32_000
 EARLY, LATE = range(1_000, 1_200), range(LENGTH - 200, LENGTH)
 STATE_LIMIT = 4096  # bytes of stream_state when no construct is open (issue 40's target)
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}}}]
 WORDS = ("the model weighs each option before it answers and writes down what it finds along the way " * 50).split()
 
 
@@ -72,7 +74,7 @@ def _per_chunk(model_dir: Path, parsers: tuple[str | None, str | None], chunk: i
     counted = Counted(model)
     output = _output(model)
     prompt = model.encode("<|im_start|>user\nThink it over.<|im_end|>\n<|im_start|>assistant\n", False)
-    request = {"messages": [{"role": "user", "content": "Think it over."}]}
+    request = {"messages": [{"role": "user", "content": "Think it over."}], "tools": TOOLS}
     state: dict[str, Any] | None = None
     worst: dict[str, dict[str, int]] = {"early": {}, "late": {}}
     for start in range(0, LENGTH, chunk):
@@ -96,7 +98,7 @@ def _per_chunk(model_dir: Path, parsers: tuple[str | None, str | None], chunk: i
 
 
 CASES = [("tiny", "parsers", 1), ("tiny", "parsers", 8), ("tiny", "plain", 1), ("qwen3", "parsers", 1),
-         ("qwen3", "parsers", 8)]
+         ("qwen3", "parsers", 8), ("qwen3-coder", "parsers", 8)]
 
 
 @pytest.mark.parametrize(("family", "path", "chunk"), CASES, ids=[f"{f}-{p}-{c}" for f, p, c in CASES])

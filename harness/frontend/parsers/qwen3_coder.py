@@ -46,7 +46,7 @@ from typing import Any
 
 from tokenspec.harness.frontend.parsers.hermes import ToolCallDelta, new_tool_call_id
 from tokenspec.harness.frontend.parsers.markup import partial_suffix
-from tokenspec.harness.frontend.parsers.progress import TEXT, Resumable
+from tokenspec.harness.frontend.parsers.progress import FLAG, TEXT, Resumable
 
 TOOL_START, TOOL_END = "<tool_call>", "</tool_call>"
 FUNCTION_START, FUNCTION_END = "<function=", "</function>"
@@ -214,10 +214,10 @@ def _as_declared(value: str, types: set[str]) -> Any:
 class Qwen3CoderToolParser(Resumable):
     """Extracts XML tool calls from content text; ``feed`` is the streaming form.
 
-    The whole answer strips the content around calls and reads the calls only at the end, so the stream keeps the
-    text whole until it ends."""
+    The stream keeps only the text it has not sent: a whitespace tail until a call starts, then the text from there
+    to the end (the whole answer reads the calls, and strips the content around them, only at the end)."""
 
-    PROGRESS = {"_text": TEXT, "_sent": TEXT}
+    PROGRESS = {"_mode": {"enum": ["open", "held"]}, "_pending": TEXT, "_sent_any": FLAG}
 
     MARKERS = (TOOL_START, TOOL_END)  # texts the parser must see, even when they are special tokens
 
@@ -232,8 +232,9 @@ class Qwen3CoderToolParser(Resumable):
                 self.properties.setdefault(function["name"], props if isinstance(props, dict) else {})
         self.drop_think_end = reasoning_configured
         self.engine_based = engine_based
-        self._text = ""
-        self._sent = ""
+        self._mode = "open"  # "held" once a call starts, or where the content starts with whitespace
+        self._pending = ""  # the text not sent yet
+        self._sent_any = False  # content has been sent (it began with no whitespace and held no call)
 
     @classmethod
     def for_request(cls, chat_request: dict[str, Any], reasoning: Any) -> Qwen3CoderToolParser:
@@ -249,8 +250,10 @@ class Qwen3CoderToolParser(Resumable):
                 values[key] = _as_declared(value, _declared_types(properties[key]))
         return json.dumps(values, ensure_ascii=False)
 
-    def extract(self, text: str) -> tuple[str | None, list[dict[str, str]]]:
-        """(content, [{"name", "arguments"}]) for a whole output."""
+    def extract(self, text: str, after_content: bool = False) -> tuple[str | None, list[dict[str, str]]]:
+        """(content, [{"name", "arguments"}]) for a whole output; ``after_content``: for the rest of one whose
+        content so far (sent while streaming) was non-empty, began with no whitespace and held no call, so that
+        only the rest's right end is stripped."""
         scan = _scan(text, self.drop_think_end)
         calls = [{"name": name, "arguments": self._arguments(name, call.raw_args)}
                  for call in scan.calls if (name := call.name())]
@@ -259,29 +262,51 @@ class Qwen3CoderToolParser(Resumable):
         named = any(call.raw_name or call.name() for call in scan.calls)
         content = "".join(scan.before) if named else "".join(scan.before + scan.after)
         if calls:
-            content = content.strip()
-        elif scan.calls and not content.strip():
+            content = content.rstrip() if after_content else content.strip()
+        elif scan.calls and not content.strip() and not after_content:
             content = ""
         return content or None, calls
 
     def feed(self, delta: str, finished: bool = False) -> tuple[str, list[ToolCallDelta]]:
-        """Add streamed content text; return (content to send now, tool-call deltas)."""
-        self._text += delta
+        """Add streamed content text; return (content to send now, tool-call deltas).
+
+        Until a call starts, the content is sent as it comes, less its trailing whitespace (calls strip it) and a
+        tail that may become a marker; only that unsent tail is kept. Text that starts with whitespace may lose it,
+        and a call decides the text after it only at the end, so from either on the text is kept until it ends."""
+        text = self._pending + delta
         if finished:
-            content, calls = self.extract(self._text)
-            rest = (content or "")[len(self._sent):] if (content or "").startswith(self._sent) else ""
-            self._sent += rest
+            self._pending = ""
+            content, calls = self.extract(text, after_content=self._sent_any)
             deltas = []
             for index, call in enumerate(calls):
                 deltas += [ToolCallDelta(index, id=new_tool_call_id(), name=call["name"]),
                            ToolCallDelta(index, arguments=call["arguments"])]
-            return rest, deltas
-        hold = max(partial_suffix(self._text, m) for m in (TOOL_START, FUNCTION_START, THINK_END))
-        scan = _scan(self._text[: len(self._text) - hold], self.drop_think_end)
+            return content or "", deltas
+        if self._mode == "held":
+            self._pending = text
+            return "", []
+        body = text[: len(text) - max(partial_suffix(text, m) for m in (TOOL_START, FUNCTION_START, THINK_END))]
+        # Beside a reasoning parser that is not engine-based, a </think> in the content is deleted if a call follows
+        # and kept if none does: undecided until the end.
+        undecided = body.find(THINK_END) if self.drop_think_end and not self.engine_based else -1
+        if undecided >= 0:
+            body = body[:undecided]
+        scan = _scan(body, self.drop_think_end)
         before = "".join(scan.before)
-        # Until the end, the whole answer's content starts with this text without its trailing whitespace
-        # (calls strip it); text that starts with whitespace may lose that whitespace, so none is sent.
-        sendable = before.rstrip() if before and not before[0].isspace() else ""
-        out = sendable[len(self._sent):] if len(sendable) > len(self._sent) else ""
-        self._sent += out
-        return out, []
+        if scan.calls or (not self._sent_any and before[:1].isspace()):
+            self._mode, self._pending = "held", text
+            return "", []
+        cut = len(body)  # after the last character that is neither whitespace nor part of a deleted </think>
+        while cut:
+            if body[cut - 1].isspace():
+                cut -= 1
+            elif self.drop_think_end and body[:cut].endswith(THINK_END):
+                cut -= len(THINK_END)
+            else:
+                break
+        self._pending = text[cut:]
+        if undecided >= 0:
+            self._mode = "held"
+        sendable = before.rstrip()
+        self._sent_any = self._sent_any or bool(sendable)
+        return sendable, []
