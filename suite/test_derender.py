@@ -33,6 +33,7 @@ from tokenspec.suite.oracles.derender_checks import (
     assert_tool_call_ids,
     configured_split,
     derender_choice,
+    derender_request,
     tool_call_shapes,
 )
 
@@ -249,6 +250,26 @@ def test_parser_family_split(api, target, codec, capabilities, shape, variant) -
     parser (without one, tool-call markup must stay content); the ids of parsed calls are checked below."""
     want = configured_split(capabilities, shape, variant)
     assert_split(api, target.model, capabilities, codec.encode(shapes()[shape]), want, variant, check_ids=False)
+
+
+@pytest.mark.req("DERENDER-006")
+@pytest.mark.parametrize("tool_choice", ["auto", "named"])
+def test_a_parsed_call_turns_stop_into_tool_calls_unless_a_function_is_named(api, target, codec, capabilities,
+                                                                             tool_choice) -> None:
+    """The same generated call under tool_choice "auto" finishes with tool_calls; under a tool_choice naming the
+    function it keeps stop (the coupled server then answers the named call without a parser's finish)."""
+    cases = [case for case in tool_call_shapes(capabilities) if case[1] == "thinking"] or tool_call_shapes(capabilities)
+    if not cases:
+        not_tested("specs/parsers.yaml specifies no tool call for the target's parser configuration")
+    shape, variant = cases[0]
+    request = derender_request(capabilities, target.model, variant)
+    if tool_choice == "named":
+        request["tool_choice"] = {"type": "function", "function": {"name": request["tools"][0]["function"]["name"]}}
+    body = chat_derender(target.model, generate_response(choice(codec.encode(shapes()[shape]))), chat_request=request)
+    finish = api.post_ok(CHAT, body)["choices"][0]["finish_reason"]
+    wanted = "tool_calls" if tool_choice == "auto" else "stop"
+    assert finish == wanted, f"[DERENDER-006] {shape!r} under tool_choice {request['tool_choice']!r}: finish_reason" \
+        f" {finish!r}, not {wanted!r}"
 
 
 @pytest.mark.req("DERENDER-026")
