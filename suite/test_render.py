@@ -35,6 +35,42 @@ def test_completions_render_gives_one_generate_request_per_prompt(api, target, c
         assert not list(component_validator("GenerateRequest").iter_errors(request))
 
 
+def _ranges_fit(offsets: object, ids: list[int], length: int) -> None:
+    assert isinstance(offsets, list) and len(offsets) == len(ids), (
+        f"[RENDER-034] token_offsets {offsets!r:.200} is not one range per token id ({len(ids)} ids)")
+    starts = [pair[0] for pair in offsets if pair != [0, 0]]
+    assert all(isinstance(p, list) and len(p) == 2 and 0 <= p[0] <= p[1] <= length for p in offsets), (
+        f"[RENDER-034] a range lies outside the {length}-character text: {offsets!r:.300}")
+    assert starts == sorted(starts), f"[RENDER-034] the ranges are out of order: {offsets!r:.300}"
+
+
+@pytest.mark.req("RENDER-034")
+def test_completions_render_gives_each_tokens_character_range(api, target, codec) -> None:
+    """The ranges of a text prompt are the tokenizer's own (checked exactly with the model folder)."""
+    prompt = "Hello, world. Tokyo 東京 😀"
+    out = api.post_ok(COMPLETIONS, {"model": target.model, "prompt": prompt, "max_tokens": 4,
+                                    "return_token_offsets": True})
+    request = out[0] if isinstance(out, list) else out
+    _ranges_fit(request.get("token_offsets"), request["token_ids"], len(prompt))
+    local = codec.offsets(prompt, add_special_tokens=True)
+    if local is not None and local[0] == request["token_ids"]:
+        assert request["token_offsets"] == local[1], (
+            f"[RENDER-034] token_offsets {request['token_offsets']} are not the tokenizer's {local[1]}")
+
+
+@pytest.mark.req("RENDER-034")
+def test_chat_render_gives_each_tokens_character_range(api, target) -> None:
+    """The ranges of a rendered chat prompt: one per id, in order, within the text; none asked, none given."""
+    body = chat_request(target.model)
+    plain = api.post_ok(CHAT, body)
+    asked = api.post_ok(CHAT, {**body, "return_token_offsets": True})
+    assert asked["token_ids"] == plain["token_ids"], "[RENDER-034] asking for offsets changed the prompt"
+    offsets = asked.get("token_offsets")
+    _ranges_fit(offsets, asked["token_ids"], max((end for _, end in offsets or []), default=0))
+    assert max(end for _, end in offsets) > 0, f"[RENDER-034] every range is empty: {offsets!r:.200}"
+    assert plain.get("token_offsets") is None, "[RENDER-034] token_offsets given without return_token_offsets"
+
+
 @pytest.mark.req("RENDER-003")
 @given(body=strategies.conversations())
 def test_chat_render_is_deterministic(api, target, capabilities, body) -> None:

@@ -116,6 +116,12 @@ class ModelFiles:
         offsets, which nothing here reads: about a third less time for a chat prompt."""
         return self.tokenizer.encode_batch_fast([text], add_special_tokens=add_special_tokens)[0].ids
 
+    def encode_with_offsets(self, text: str, add_special_tokens: bool) -> tuple[list[int], list[list[int]]]:
+        """The ids of ``text`` and each one's [start, end) character range in it, as the tokenizer reports them
+        ([0, 0] for a token it adds): what a fast tokenizer's offset mapping gives vLLM's render."""
+        encoding = self.tokenizer.encode(text, add_special_tokens=add_special_tokens)
+        return encoding.ids, [[start, end] for start, end in encoding.offsets]
+
     def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
 

@@ -68,6 +68,10 @@ class Renderer:
     # -- prompt ---------------------------------------------------------------------------------------
 
     def chat_prompt_ids(self, body: dict[str, Any], *, check_tool_choice: bool = True) -> list[int]:
+        return self._chat_prompt(body, check_tool_choice)[0]
+
+    def _chat_prompt(self, body: dict[str, Any], check_tool_choice: bool) -> tuple[list[int], str | None]:
+        """The prompt's ids, and the text they encode (None where token blocks were spliced in)."""
         if not body["messages"]:
             raise bad_request("Cannot apply chat template to an empty conversation. Provide at least one message.",
                               param="messages")
@@ -96,8 +100,9 @@ class Renderer:
                                template_kwargs=kwargs)
 
         if token_native.has_blocks(body["messages"]):
-            return token_native.prompt_ids_with_blocks(body["messages"], render, self.model.encode, add_special)
-        return self.model.encode(render(body["messages"]), add_special_tokens=add_special)
+            return token_native.prompt_ids_with_blocks(body["messages"], render, self.model.encode, add_special), None
+        text = render(body["messages"])
+        return self.model.encode(text, add_special_tokens=add_special), text
 
     def completion_prompts(self, body: dict[str, Any]) -> list[list[int]]:
         prompt = body["prompt"]
@@ -118,6 +123,15 @@ class Renderer:
                 raise bad_request("Prompt cannot be empty", param="prompt")
             out.append(ids)
         return out
+
+    def _offsets(self, body: dict[str, Any], text: str | None, add_special: bool,
+                 ids: list[int]) -> list[list[int]] | None:
+        """token_offsets for ``ids`` when the request asks for them and the prompt was text (RENDER-034): the
+        character range of each kept token (a truncated prompt keeps its last tokens, and their ranges)."""
+        if not body.get("return_token_offsets") or text is None:
+            return None
+        encoded, offsets = self.model.encode_with_offsets(text, add_special)
+        return offsets[len(offsets) - len(ids):] if encoded[len(encoded) - len(ids):] == ids else None
 
     def _check_length(self, ids: list[int], truncate: int | None) -> list[int]:
         if not ids:
@@ -224,8 +238,8 @@ class Renderer:
         pinned = body.get("tokenizer_version") is not None or token_native.has_blocks(body["messages"])
         if pinned:
             token_native.check_request(body, self.tokenizer_version, self.model.vocab_size)
-        ids = self._check_length(self.chat_prompt_ids(body, check_tool_choice=check_tool_choice),
-                                 body.get("truncate_prompt_tokens"))
+        ids, text = self._chat_prompt(body, check_tool_choice)
+        ids = self._check_length(ids, body.get("truncate_prompt_tokens"))
         self.check_text(ids, "messages")
         params = self.sampling_params(body, len(ids), chat=True)
         extra: dict[str, Any] = {}
@@ -239,6 +253,7 @@ class Renderer:
         else:
             extra = {"reasoning_ended": None, "reasoning_parser_kwargs": None}
         out = self._generate_request(body, f"chatcmpl-{id_suffix}", ids, params, extra)
+        out["token_offsets"] = self._offsets(body, text, bool(body.get("add_special_tokens", False)), ids)
         out["parse_context"] = parse_context(body)
         if pinned:
             out["tokenizer_version"] = self.tokenizer_version  # TOKNAT-008; engines ignore unknown keys
@@ -315,6 +330,9 @@ class Renderer:
         token_native.output_format(body, chat=False)
         token_native.check_pin(body, self.tokenizer_version)  # token-id prompts need no pin; a pin is honoured
         prompts = self.completion_prompts(body)
+        listed = [body["prompt"]] if isinstance(body["prompt"], str) else body["prompt"]
+        texts = [p if isinstance(p, str) else None for p in listed] if len(listed) == len(prompts) else \
+            [None] * len(prompts)
         base = f"cmpl-{id_suffix}"
         out = []
         for i, ids in enumerate(prompts):
@@ -324,6 +342,8 @@ class Renderer:
             rid = base if len(prompts) == 1 else f"{base}-{i}"
             request = self._generate_request(body, rid, ids, params,
                                              {"reasoning_ended": None, "reasoning_parser_kwargs": None})
+            text = texts[i]
+            request["token_offsets"] = self._offsets(body, text, body.get("add_special_tokens") is not False, ids)
             if body.get("tokenizer_version") is not None:
                 request["tokenizer_version"] = self.tokenizer_version
             out.append(request)

@@ -156,6 +156,14 @@ class Codec:
         resp = self._remote("/tokenize", {"model": self.target.model, "prompt": text, "add_special_tokens": False})
         return list(resp["tokens"])
 
+    def offsets(self, text: str, add_special_tokens: bool) -> tuple[list[int], list[list[int]]] | None:
+        """The ids of ``text`` and each one's character range, from the model folder's tokenizer (None without
+        the folder: a target's /tokenize reports no ranges)."""
+        if self._local is None:
+            return None
+        encoding = self._local.encode(text, add_special_tokens=add_special_tokens)
+        return list(encoding.ids), [[int(start), int(end)] for start, end in encoding.offsets]
+
     def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
         if self._local is not None:
             return str(self._local.decode(ids, skip_special_tokens=skip_special_tokens))
