@@ -71,6 +71,23 @@ def test_chat_render_gives_each_tokens_character_range(api, target) -> None:
     assert plain.get("token_offsets") is None, "[RENDER-034] token_offsets given without return_token_offsets"
 
 
+TRANSFER = {"kv_transfer_params": {"do_remote_decode": True, "remote_engine_id": "prefill-1"},
+            "ec_transfer_params": {"do_remote_encode": True}}
+
+
+@pytest.mark.req("RENDER-035")
+@pytest.mark.parametrize("path", [CHAT, COMPLETIONS, "/v1/responses/render"], ids=["chat", "completions", "responses"])
+def test_transfer_params_become_the_generate_requests_own_fields(api, target, path) -> None:
+    body = {CHAT: chat_request(target.model), COMPLETIONS: {"model": target.model, "prompt": "Hello", "max_tokens": 4},
+            "/v1/responses/render": {"model": target.model, "input": "Hello"}}[path]
+    out = api.post_ok(path, {**body, **TRANSFER})
+    request = out[0] if isinstance(out, list) else out
+    extra = (request.get("sampling_params") or {}).get("extra_args") or {}
+    for name, sent in TRANSFER.items():
+        assert request.get(name) == sent, f"[RENDER-035] {name} is {request.get(name)!r} at the top level, sent {sent}"
+        assert name not in extra, f"[RENDER-035] {name} left in sampling_params.extra_args as well"
+
+
 @pytest.mark.req("RENDER-003")
 @given(body=strategies.conversations())
 def test_chat_render_is_deterministic(api, target, capabilities, body) -> None:

@@ -232,7 +232,23 @@ class Renderer:
             "kv_transfer_params": None, "ec_transfer_params": None,
         }
 
-    def render_chat(self, body: dict[str, Any], id_suffix: str, *, check_tool_choice: bool = True) -> dict[str, Any]:
+    @staticmethod
+    def _hoist_transfer_params(request: dict[str, Any]) -> dict[str, Any]:
+        """The KV/EC transfer parameters moved from sampling_params.extra_args to the generate request's own fields,
+        where chat, completions and Responses render put them since vLLM 0.33 (RENDER-035); generate moves them
+        back for the engine, as vLLM's (0.32 on) does."""
+        params = request["sampling_params"]
+        extra = dict(params.get("extra_args") or {})
+        for name in ("kv_transfer_params", "ec_transfer_params"):
+            request[name] = extra.pop(name, None)
+        if extra:
+            params["extra_args"] = extra
+        else:
+            params.pop("extra_args", None)
+        return request
+
+    def render_chat(self, body: dict[str, Any], id_suffix: str, *, check_tool_choice: bool = True,
+                    hoist: bool = True) -> dict[str, Any]:
         _check_common(body)
         token_native.output_format(body, chat=True)  # contradictory output flags: 400 before any work
         pinned = body.get("tokenizer_version") is not None or token_native.has_blocks(body["messages"])
@@ -257,7 +273,7 @@ class Renderer:
         out["parse_context"] = parse_context(body)
         if pinned:
             out["tokenizer_version"] = self.tokenizer_version  # TOKNAT-008; engines ignore unknown keys
-        return out
+        return self._hoist_transfer_params(out) if hoist else out
 
     # -- the other dialects (harness/frontend/dialects.py) -----------------------------------------------------
 
@@ -280,7 +296,8 @@ class Renderer:
             if isinstance(choice, dict):
                 raise bad_request(f'tool_choice=function "{choice["function"]["name"]}" requires --tool-call-parser '
                                   "to be set")
-        out = self.render_chat(chat, header_id or secrets.token_hex(8), check_tool_choice=False)
+        # vLLM's Messages render leaves the transfer parameters in extra_args (0.33 and 0.34 hoist them elsewhere)
+        out = self.render_chat(chat, header_id or secrets.token_hex(8), check_tool_choice=False, hoist=False)
         out["parse_context"] = {**out["parse_context"], "tool_choice": choice}
         return out
 
@@ -346,7 +363,7 @@ class Renderer:
             request["token_offsets"] = self._offsets(body, text, body.get("add_special_tokens") is not False, ids)
             if body.get("tokenizer_version") is not None:
                 request["tokenizer_version"] = self.tokenizer_version
-            out.append(request)
+            out.append(self._hoist_transfer_params(request))
         return out
 
 
