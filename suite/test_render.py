@@ -88,6 +88,24 @@ def test_transfer_params_become_the_generate_requests_own_fields(api, target, pa
         assert name not in extra, f"[RENDER-035] {name} left in sampling_params.extra_args as well"
 
 
+@pytest.mark.req("RENDER-036")
+@pytest.mark.parametrize("include_reasoning", [False, None], ids=["reasoning-off", "reasoning-left-on"])
+def test_reasoning_ended_follows_include_reasoning(api, target, capabilities, include_reasoning) -> None:
+    body = chat_request(target.model)
+    if include_reasoning is not None:
+        body["include_reasoning"] = include_reasoning
+    else:
+        decision = capabilities.decisions.get("reasoning")
+        if decision is None or decision.status not in ("offered", "unsupported"):
+            not_tested(f"the probe could not tell whether the target runs a reasoning parser: {decision}")
+        if decision.status == "offered":
+            not_tested("with a reasoning parser, reasoning_ended comes from the prompt by its family's rule")
+    ended = api.post_ok(CHAT, body).get("reasoning_ended")
+    wanted = True if include_reasoning is False else None
+    assert ended is wanted, f"[RENDER-036] reasoning_ended {ended!r}, wanted {wanted!r} (include_reasoning" \
+        f" {include_reasoning!r})"
+
+
 @pytest.mark.req("RENDER-003")
 @given(body=strategies.conversations())
 def test_chat_render_is_deterministic(api, target, capabilities, body) -> None:

@@ -266,8 +266,9 @@ class Renderer:
             ended = body.get("include_reasoning") is False or parser.prompt_left_reasoning(ids, self.model.added_vocab)
             extra = {"reasoning_ended": ended,
                      "reasoning_parser_kwargs": {"chat_template_kwargs": kwargs}}
-        else:
-            extra = {"reasoning_ended": None, "reasoning_parser_kwargs": None}
+        else:  # reasoning off is ended whatever the parsers (vLLM's resolve_reasoning_ended, 0.32 on)
+            extra = {"reasoning_ended": True if body.get("include_reasoning") is False else None,
+                     "reasoning_parser_kwargs": None}
         out = self._generate_request(body, f"chatcmpl-{id_suffix}", ids, params, extra)
         out["token_offsets"] = self._offsets(body, text, bool(body.get("add_special_tokens", False)), ids)
         out["parse_context"] = parse_context(body)
