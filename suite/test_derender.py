@@ -268,8 +268,8 @@ def test_a_parsed_call_turns_stop_into_tool_calls_unless_a_function_is_named(api
     body = chat_derender(target.model, generate_response(choice(codec.encode(shapes()[shape]))), chat_request=request)
     finish = api.post_ok(CHAT, body)["choices"][0]["finish_reason"]
     wanted = "tool_calls" if tool_choice == "auto" else "stop"
-    assert finish == wanted, f"[DERENDER-006] {shape!r} under tool_choice {request['tool_choice']!r}: finish_reason" \
-        f" {finish!r}, not {wanted!r}"
+    assert finish == wanted, f"[DERENDER-006] {shape!r} under tool_choice {request.get('tool_choice', 'auto')!r}:" \
+        f" finish_reason {finish!r}, not {wanted!r}"
 
 
 @pytest.mark.req("DERENDER-026")
