@@ -26,6 +26,7 @@ from tokenspec.suite.oracles.builders import (
     choice,
     completions_derender,
     generate_response,
+    plain_chat_request,
     visible_text,
 )
 from tokenspec.suite.oracles.derender_checks import (
@@ -34,6 +35,7 @@ from tokenspec.suite.oracles.derender_checks import (
     configured_split,
     derender_choice,
     derender_request,
+    plain_token,
     tool_call_shapes,
 )
 
@@ -425,6 +427,66 @@ def test_stop_string_cut_anywhere(api, target, codec, path, data) -> None:
         got = api.post_ok(COMPLETIONS, body)["choices"][0]["text"]
     assert got == decoded[:end], (
         f"[DERENDER-022] stop string {stop!r} (include_stop_str_in_output={keep}) in {decoded!r}")
+
+
+#: Stops a host left unreported, as (request fields, the text the ids decode to, the text a client sees, the
+#: stop_reason settled). ``{stop_id}`` is a plain word's id the request names in stop_token_ids.
+UNREPORTED_STOPS = {
+    "stop-string": ({"stop": ["three"]}, "one two three", "one two ", "three"),
+    "stop-string-kept": ({"stop": ["three"], "include_stop_str_in_output": True}, "one two three", "one two three",
+                         "three"),
+    "earliest-completing": ({"stop": ["three", "two"]}, "one two three", "one ", "two"),
+    "stop-token": ({"stop_token_ids": ["{stop_id}"]}, "one two{stop}", "one two", "{stop_id}"),
+    "no-match": ({"stop": ["seven"]}, "one two three", "one two three", None),
+}
+
+
+def _unreported_stop_case(codec, case: str) -> tuple[dict, list[int], str, int | str | None]:
+    """The request fields, generated ids, visible text and stop_reason of one UNREPORTED_STOPS case."""
+    fields, generated, shown, reason = UNREPORTED_STOPS[case]
+    stop_ids = plain_token(codec) if "{stop}" in generated else [-1]
+    stop_id = stop_ids[0]
+    ids = codec.encode(generated.replace("{stop}", "")) + ([stop_id] if "{stop}" in generated else [])
+    fields = {k: [stop_id] if v == ["{stop_id}"] else v for k, v in fields.items()}
+    return fields, ids, shown, stop_id if reason == "{stop_id}" else reason
+
+
+@pytest.mark.req("DERENDER-030")
+@pytest.mark.parametrize("path", [CHAT, COMPLETIONS], ids=["chat", "completions"])
+@pytest.mark.parametrize("case", list(UNREPORTED_STOPS))
+def test_an_unreported_stop_is_settled_from_the_request(api, target, codec, path, case) -> None:
+    """A choice that finished with stop but carries no stop_reason (older generate hosts never send one): the
+    request's stop_token_ids and stop strings say why, as the engine's stop check would have (vLLM 0.33 on)."""
+    fields, ids, shown, reason = _unreported_stop_case(codec, case)
+    if path == CHAT:
+        request = plain_chat_request(target.model, **fields)
+        out = api.post_ok(CHAT, chat_derender(target.model, generate_response(choice(ids)), chat_request=request))
+        got = out["choices"][0]
+        text = visible_text(got["message"])
+    else:
+        body = completions_derender(target.model, [generate_response(choice(ids))])
+        body["completion_request"].update(fields)
+        got = api.post_ok(COMPLETIONS, body)["choices"][0]
+        text = got["text"]
+    assert (text, got.get("stop_reason")) == (shown, reason), (
+        f"[DERENDER-030] request {fields}, ids of {codec.decode(ids)!r} finished with stop and no stop_reason: "
+        f"expected text {shown!r} and stop_reason {reason!r}, got {text!r} and {got.get('stop_reason')!r}")
+
+
+@pytest.mark.req("DERENDER-030")
+def test_a_stop_string_inside_min_tokens_does_not_count(api, target, codec) -> None:
+    """The engine only looks for a stop string past the first min_tokens tokens; neither may derender."""
+    head = codec.encode("one two")
+    ids = codec.encode("one two one two")
+    if ids[:len(head)] != head or codec.decode(head) != "one two":
+        not_tested("'one two' does not tokenize the same at the start of 'one two one two' in this tokenizer")
+    body = completions_derender(target.model, [generate_response(choice(ids))])
+    body["completion_request"].update(stop=["two"], min_tokens=len(head))
+    got = api.post_ok(COMPLETIONS, body)["choices"][0]
+    assert (got["text"], got.get("stop_reason")) == ("one two one ", "two"), (
+        f"[DERENDER-030] stop 'two' with min_tokens {len(head)} over 'one two one two': the first 'two' ends inside "
+        f"the first min_tokens tokens; expected 'one two one ' and 'two', got {got['text']!r} and "
+        f"{got.get('stop_reason')!r}")
 
 
 @pytest.mark.req("DERENDER-023")

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tokenspec.specs.openapi import component_validator, load_document
 from tokenspec.specs.parser_families import shapes
-from tokenspec.suite.engine.gating import not_tested
+from tokenspec.suite.engine.gating import not_tested, unsupported
 from tokenspec.suite.engine.probe import WINDOWS
 from tokenspec.suite.oracles import strategies
 from tokenspec.suite.oracles.builders import (
@@ -23,7 +23,7 @@ from tokenspec.suite.oracles.builders import (
     plain_chat_request,
     visible_text,
 )
-from tokenspec.suite.oracles.derender_checks import derender_request, tool_call_shapes
+from tokenspec.suite.oracles.derender_checks import derender_request, plain_token, tool_call_shapes
 
 CHAT = "/v1/chat/completions/derender"
 COMPLETIONS = "/v1/completions/derender"
@@ -411,3 +411,72 @@ def test_no_replacement_character_across_chunks(api, target, codec, split_charac
     pieces = streamed_text(path, stream_derender(api, target.model, path, chunks))
     assert not any("\ufffd" in p for p in pieces), f"U+FFFD in deltas {pieces}"
     assert "".join(pieces) == text
+
+
+#: Streamed stops, as (request fields, generated text with ``{stop}`` for a plain stop token, what the client sees,
+#: the stop_reason of the last chunk; ``{stop_id}`` is that token's id).
+STREAMED_STOPS = {
+    "stop-string": ({"stop": ["three"]}, "one two three", "one two ", "three"),
+    "stop-string-kept": ({"stop": ["three"], "include_stop_str_in_output": True}, "one two three", "one two three",
+                         "three"),
+    "stop-token": ({"stop_token_ids": ["{stop_id}"]}, "one two{stop}", "one two", "{stop_id}"),
+}
+
+
+@pytest.mark.req("STREAM-020")
+@pytest.mark.parametrize("path", [CHAT, COMPLETIONS], ids=["chat", "completions"])
+@pytest.mark.parametrize("case", list(STREAMED_STOPS))
+@pytest.mark.parametrize("chunking", ["token-by-token", "one-chunk", "separate-final"])
+def test_a_streamed_answer_stops_where_the_whole_one_does(api, target, codec, path, case, chunking) -> None:
+    """The stop cut is judged on the streamed answer too: no delta may show a character past the stop string (or
+    the stop token) the host reported, and the last chunk carries that stop_reason. A server may instead refuse
+    stop strings on the stream with a 400 before it sends anything (vLLM 0.33 on does: text already sent cannot be
+    cut)."""
+    _assert_streamed_stop(api, target, codec, path, case, chunking, reported=True)
+
+
+@pytest.mark.req("DERENDER-030")
+@pytest.mark.parametrize("path", [CHAT, COMPLETIONS], ids=["chat", "completions"])
+@pytest.mark.parametrize("case", list(STREAMED_STOPS))
+@pytest.mark.parametrize("chunking", ["token-by-token", "separate-final"])
+def test_an_unreported_stop_is_settled_on_the_stream_too(api, target, codec, path, case, chunking) -> None:
+    """DERENDER-030 on the streamed answer: the host left stop_reason out, so the request says why it stopped."""
+    _assert_streamed_stop(api, target, codec, path, case, chunking, reported=False)
+
+
+def _assert_streamed_stop(api, target, codec, path: str, case: str, chunking: str, reported: bool) -> None:
+    requirement = "STREAM-020" if reported else "DERENDER-030"
+    fields, generated, shown, reason = STREAMED_STOPS[case]
+    stop_ids = plain_token(codec) if "{stop}" in generated else [-1]
+    ids = codec.encode(generated.replace("{stop}", "")) + ([stop_ids[0]] if "{stop}" in generated else [])
+    fields = {k: [stop_ids[0]] if v == ["{stop_id}"] else v for k, v in fields.items()}
+    reason = stop_ids[0] if reason == "{stop_id}" else reason
+    if chunking == "token-by-token":
+        chunks = [gen_chunk([t]) for t in ids]
+        chunks[-1]["choices"][0]["finish_reason"] = "stop"
+    elif chunking == "separate-final" and "{stop}" in generated:  # the engine ends on the chunk of its stop token
+        chunks = [gen_chunk(ids[:-1]), gen_chunk(ids[-1:], "stop")]
+    else:
+        chunks = split(ids, [], separate_final=chunking == "separate-final")
+    if reported:
+        chunks[-1]["choices"][0]["stop_reason"] = reason
+    chat = plain_chat_request(target.model, **fields)
+    state, pieces, last_reason = None, [], None
+    for number, chunk in enumerate(chunks):
+        body = stream_body(target.model, path, chunk, state, chat=chat)
+        if path == COMPLETIONS:
+            body["completion_request"].update(fields)
+        answer = api.post(path, body)
+        if answer.status_code == 400 and number == 0 and "stop" in fields:
+            unsupported(f"the target refuses stop strings on a streamed derender: {answer.text[:200]}")
+        assert answer.status_code == 200, (
+            f"[{requirement}] chunk {number} of {len(chunks)} answered {answer.status_code}: {answer.text[:300]}")
+        state = answer.json()["stream_state"]
+        for ch in answer.json()["chunk"]["choices"]:
+            pieces.append(visible_text(ch.get("delta") or {}) if path == CHAT else ch.get("text") or "")
+            if ch.get("finish_reason") is not None:
+                last_reason = ch.get("stop_reason")
+    assert ("".join(pieces), last_reason) == (shown, reason), (
+        f"[{requirement}] request {fields}, ids of {codec.decode(ids)!r} streamed {chunking} with the stop_reason "
+        f"{'reported' if reported else 'left out'}: expected the deltas to give {shown!r} and the last chunk the "
+        f"stop_reason {reason!r}, got {''.join(pieces)!r} (deltas {pieces}) and {last_reason!r}")

@@ -20,13 +20,7 @@ from tokenspec.harness.frontend.logprobs import CONTEXT_WINDOW, chat_logprobs, c
 from tokenspec.harness.frontend.model_files import ModelFiles
 from tokenspec.harness.frontend.parsers import REASONING_PARSERS, TOOL_PARSERS, OutputParser
 from tokenspec.harness.frontend.parsers.progress import InvalidProgress
-from tokenspec.harness.frontend.stopping import (
-    cut_at_stop_string,
-    holdback,
-    include_stop,
-    text_ids,
-    top_logprobs_wanted,
-)
+from tokenspec.harness.frontend.stopping import Stop, cut, hold_back, include_stop, settle, top_logprobs_wanted
 from tokenspec.specs.parser_families import keeps_special_tokens
 
 
@@ -81,6 +75,20 @@ class Derenderer:
     def _parser(self, chat_request: dict[str, Any]) -> OutputParser:
         return OutputParser(self.reasoning_cls, self.tool_cls, chat_request)
 
+    def _settle(self, ids: list[int], choice: dict[str, Any], request: dict[str, Any] | None) -> Stop:
+        return settle(ids, choice, request, self.model.all_special_ids, self.model.eos_ids, self.model.primary_eos)
+
+    def _whole_text(self, seed_ids: list[int] | None, ids: list[int], choice: dict[str, Any],
+                    request: dict[str, Any] | None, skip: frozenset[int]) -> tuple[str, int | str | None]:
+        """A whole output's text and stop_reason: cut at a stop string only where it ends past the first
+        ``min_tokens`` tokens, as the engine's stop check only looks there."""
+        stop = self._settle(ids, choice, request)
+        window = seed_window(self.model, seed_ids, skip)
+        head_n = int((request or {}).get("min_tokens") or 0) if stop.strings else 0
+        head = decode_tokens(self.model, window, stop.ids[:head_n], skip) if head_n else ""
+        tail = decode_all(self.model, window, stop.ids[head_n:], skip)
+        return cut(head + tail, len(tail), stop, include_stop(request))
+
     # -- chat, whole response ------------------------------------------------------------------------
 
     def chat(self, body: dict[str, Any], model_name: str) -> dict[str, Any]:
@@ -101,10 +109,7 @@ class Derenderer:
             ids = choice.get("token_ids")
             if not ids:
                 raise bad_request(f"choice {choice['index']} has empty or null token_ids")
-            keep = include_stop(chat_request)
-            shown = text_ids(ids, choice, self.model.all_special_ids, keep)
-            text = decode_all(self.model, seed_window(self.model, seed_ids, skip), shown, skip)
-            text = cut_at_stop_string(text, choice.get("stop_reason"), keep)
+            text, stop_reason = self._whole_text(seed_ids, ids, choice, chat_request, skip)
             finish = choice.get("finish_reason", "stop")
             message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None,
                                        "annotations": None, "audio": None, "function_call": None}
@@ -125,7 +130,7 @@ class Derenderer:
                 "index": choice["index"], "message": message,
                 "logprobs": _trim(chat_logprobs(self.model, lps), top_logprobs_wanted(chat_request, True))
                 if lps is not None else None,
-                "finish_reason": finish, "stop_reason": choice.get("stop_reason"),
+                "finish_reason": finish, "stop_reason": stop_reason,
                 "token_ids": ids if echo_ids else None, "routed_experts": None})
         prompt_tokens = body.get("prompt_tokens") or 0
         completion = sum(len(c.get("token_ids") or []) for c in gen["choices"])
@@ -157,10 +162,7 @@ class Derenderer:
                 if not ids:
                     raise bad_request(f"choice {choice['index']} in response {gen.get('request_id')} has "
                                       "empty or null token_ids")
-                keep = include_stop(body.get("completion_request"))
-                shown = text_ids(ids, choice, self.model.all_special_ids, keep)
-                text = decode_all(self.model, seed_window(self.model, seed_ids, skip), shown, skip)
-                text = cut_at_stop_string(text, choice.get("stop_reason"), keep)
+                text, stop_reason = self._whole_text(seed_ids, ids, choice, body.get("completion_request"), skip)
                 lps = choice.get("logprobs")
                 wanted = top_logprobs_wanted(body.get("completion_request"), False)
                 choices.append({
@@ -168,7 +170,7 @@ class Derenderer:
                     "logprobs": completion_logprobs(_trim(chat_logprobs(self.model, lps), wanted))
                     if lps is not None else None,
                     "finish_reason": choice.get("finish_reason", "stop"),
-                    "stop_reason": choice.get("stop_reason"), "token_ids": None, "prompt_logprobs": None,
+                    "stop_reason": stop_reason, "token_ids": None, "prompt_logprobs": None,
                     "prompt_token_ids": None, "routed_experts": None})
                 total_completion += len(ids)
             total_prompt += prompt_tokens[i] if prompt_tokens is not None else 0
@@ -216,19 +218,18 @@ class Derenderer:
             raise bad_request("invalid stream_state: output_chunk_lens do not add up to output_token_ids")
 
     def _held_text(self, state: dict[str, Any], window: DecodeWindow, ids: list[int], choice: dict[str, Any],
-                   request: dict[str, Any] | None, skip: bool) -> str:
-        """Decode a chunk on the plain path, holding back what could still turn out to be a stop string."""
-        keep = include_stop(request)
-        finished = choice.get("finish_reason") is not None
-        shown = text_ids(ids, choice, self.model.all_special_ids, keep) if finished else ids
-        text = str(state.get("held_text") or "") + decode_tokens(self.model, window, shown, skip)
-        if finished:
-            state["held_text"] = ""
-            return cut_at_stop_string(text, choice.get("stop_reason"), keep)
-        hold = holdback(request)
-        cut = max(len(text) - hold, 0)
-        state["held_text"] = text[cut:]
-        return text[:cut]
+                   request: dict[str, Any] | None, skip: frozenset[int]) -> tuple[str, int | str | None]:
+        """Decode a chunk, holding back what could still turn out to be a stop string; on the last chunk, cut
+        at the stop string and settle the stop_reason as the whole derender does (DERENDER-030, STREAM-020)."""
+        if choice.get("finish_reason") is None:
+            text = str(state.get("held_text") or "") + decode_tokens(self.model, window, ids, skip)
+            sent, state["held_text"] = hold_back(text, request)
+            return sent, choice.get("stop_reason")
+        stop = self._settle(ids, choice, request)
+        held = str(state.get("held_text") or "")
+        text = held + decode_tokens(self.model, window, stop.ids, skip)
+        state["held_text"] = ""
+        return cut(text, len(text), stop, include_stop(request))
 
     def chat_stream(self, body: dict[str, Any], model_name: str) -> dict[str, Any]:
         chat_request = body.get("chat_request")
@@ -255,7 +256,7 @@ class Derenderer:
             echo_ids = bool((chat_request or {}).get("return_token_ids"))
             for choice in chunk["choices"]:
                 ids = choice.get("token_ids") or []
-                text = self._held_text(state, window, ids, choice, chat_request, skip)
+                text, stop_reason = self._held_text(state, window, ids, choice, chat_request, skip)
                 lps = choice.get("logprobs")
                 resolved = _trim(chat_logprobs(self.model, lps, state["logprob_context_token_ids"]),
                                  top_logprobs_wanted(chat_request, True)) if lps is not None else None
@@ -265,8 +266,7 @@ class Derenderer:
                 state["output_token_count"] = int(state.get("output_token_count") or 0) + len(ids)
                 state["logprob_context_token_ids"] = (state["logprob_context_token_ids"] + ids)[-CONTEXT_WINDOW:]
                 choices.append({"index": choice["index"], "delta": delta, "logprobs": resolved,
-                                "finish_reason": choice.get("finish_reason"),
-                                "stop_reason": choice.get("stop_reason"),
+                                "finish_reason": choice.get("finish_reason"), "stop_reason": stop_reason,
                                 "token_ids": choice.get("token_ids") if echo_ids else None})
             self._store_window(state, window)
         out_chunk = {"id": chunk.get("request_id") or _random_id(), "object": "chat.completion.chunk",
@@ -281,7 +281,6 @@ class Derenderer:
         size of the state do not grow with the stream (STREAM-019)."""
         parser = self._parser(chat_request)
         skip = self._decode_flags(chat_request, keep_special=True)
-        hold, keep = holdback(chat_request), include_stop(chat_request)
         if state.get("parser_state") is not None:
             try:
                 parser.resume(state["parser_state"])
@@ -291,7 +290,7 @@ class Derenderer:
         else:
             window = seed_window(self.model, prompt_ids, skip)
             if state["output_token_ids"]:
-                self._replay(state, parser, window, skip, hold)
+                self._replay(state, parser, window, skip, chat_request)
         if not chunk["choices"]:
             state["parser_state"] = parser.progress()
             self._store_window(state, window)
@@ -299,13 +298,7 @@ class Derenderer:
         choice = chunk["choices"][0]
         ids = choice.get("token_ids") or []
         finished = choice.get("finish_reason") is not None
-        shown = text_ids(ids, choice, self.model.all_special_ids, keep) if finished else ids
-        text = str(state.get("held_text") or "") + decode_tokens(self.model, window, shown, skip)
-        if finished:
-            visible, state["held_text"] = cut_at_stop_string(text, choice.get("stop_reason"), keep), ""
-        else:
-            cut = max(len(text) - hold, 0)
-            visible, state["held_text"] = text[:cut], text[cut:]
+        visible, stop_reason = self._held_text(state, window, ids, choice, chat_request, skip)
         parsed = parser.feed(visible, finished=finished)
         state["parser_state"] = parser.progress()
         self._store_window(state, window)
@@ -334,11 +327,11 @@ class Derenderer:
             finish = "tool_calls"
         echo_ids = bool(chat_request.get("return_token_ids")) and include_reasoning
         return {"index": choice["index"], "delta": delta, "logprobs": None, "finish_reason": finish,
-                "stop_reason": choice.get("stop_reason"),
+                "stop_reason": stop_reason,
                 "token_ids": choice.get("token_ids") if echo_ids else None}, state
 
     def _replay(self, state: dict[str, Any], parser: OutputParser, window: DecodeWindow, skip: frozenset[int],
-                hold: int) -> None:
+                chat_request: dict[str, Any]) -> None:
         """Bring a fresh parser up to a state that carries the output history instead of a parser progress (vLLM's
         states do): replay the earlier chunks with their boundaries, once; the state then carries the progress."""
         raw, fed, start = "", 0, 0
@@ -346,7 +339,7 @@ class Derenderer:
         for n in state["output_chunk_lens"]:
             raw += decode_tokens(self.model, window, history[start:start + n], skip)
             start += n
-            visible = raw[: max(len(raw) - hold, 0)]
+            visible = hold_back(raw, chat_request)[0]
             parser.feed(visible[fed:])
             fed = len(visible)
         state.update({"held_text": raw[fed:], "output_token_count": len(history), "output_token_ids": [],
@@ -366,7 +359,7 @@ class Derenderer:
         choices = []
         for choice in chunk["choices"]:
             ids = choice.get("token_ids") or []
-            text = self._held_text(state, window, ids, choice, body.get("completion_request"), skip)
+            text, stop_reason = self._held_text(state, window, ids, choice, body.get("completion_request"), skip)
             lps = choice.get("logprobs")
             resolved = None
             if lps is not None:
@@ -377,7 +370,7 @@ class Derenderer:
             state["logprob_context_token_ids"] = (state["logprob_context_token_ids"] + ids)[-CONTEXT_WINDOW:]
             state["logprob_text_offset"] += len(text)
             choices.append({"index": choice["index"], "text": text, "logprobs": resolved,
-                            "finish_reason": choice.get("finish_reason"), "stop_reason": choice.get("stop_reason"),
+                            "finish_reason": choice.get("finish_reason"), "stop_reason": stop_reason,
                             "prompt_token_ids": None, "token_ids": None})
         self._store_window(state, window)
         out_chunk = {"id": chunk.get("request_id") or _random_id(), "object": "text_completion",

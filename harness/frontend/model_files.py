@@ -56,6 +56,9 @@ class ModelFiles:
     added_vocab: dict[str, int]
     sampling_defaults: dict[str, Any] = field(default_factory=dict)
     vocab_size: int = 0
+    #: The ids the engine stops on: the tokenizer's eos_token (the primary one) and generation_config.json's.
+    eos_ids: frozenset[int] = frozenset()
+    primary_eos: int | None = None
 
     @classmethod
     def load(cls, model_dir: Path) -> ModelFiles:
@@ -85,6 +88,10 @@ class ModelFiles:
         generation = _read_json(model_dir / "generation_config.json")
         defaults = {ours: generation[theirs] for theirs, ours in _GENERATION_DEFAULTS.items()
                     if generation.get(theirs) is not None}
+        primary = tokenizer.token_to_id(special["eos_token"]) if "eos_token" in special else None
+        config_eos = generation.get("eos_token_id")
+        eos = {config_eos} if isinstance(config_eos, int) else set(config_eos or ())
+        eos |= {primary} if primary is not None else set()
         return cls(
             tokenizer=tokenizer,
             chat_template=template if isinstance(template, str) else None,
@@ -93,6 +100,8 @@ class ModelFiles:
             added_vocab={t.content: i for i, t in tokenizer.get_added_tokens_decoder().items()},
             sampling_defaults=defaults,
             vocab_size=tokenizer.get_vocab_size(with_added_tokens=True),
+            eos_ids=frozenset(i for i in eos if isinstance(i, int)),
+            primary_eos=primary,
         )
 
     # -- tokenizer operations, with transformers' meaning -------------------------------------------

@@ -482,6 +482,27 @@ def _keep_stop_strings(request: dict[str, Any]) -> None:
                 request[key]["include_stop_str_in_output"] = True
 
 
+def _request_of(body: dict[str, Any]) -> dict[str, Any]:
+    """The original chat or completions request a derender body carries ({} when none)."""
+    for key in ("chat_request", "completion_request"):
+        if isinstance(body.get(key), dict):
+            return body[key]
+    return {}
+
+
+def _unreported_stop_ignored(body: dict[str, Any]) -> None:
+    responses = [body.get("generate_response"), body.get("generate_chunk"), *(body.get("generate_responses") or [])]
+    if any(c.get("stop_reason") is None and c.get("finish_reason", "stop") == "stop"
+           for r in responses for c in choices(r)):
+        for key in ("stop", "stop_token_ids"):
+            _request_of(body).pop(key, None)
+
+
+def _stream_stop_strings_not_held(body: dict[str, Any]) -> None:
+    if body.get("stream"):
+        _request_of(body).pop("stop", None)
+
+
 def _empty_tool_call_ids(message: dict[str, Any]) -> None:
     for call in _tool_calls(message):
         call["id"] = ""
@@ -871,6 +892,14 @@ CATALOGUE: tuple[Defect, ...] = (
     Defect("derender-keeps-stop-string", "derender", ("DERENDER-022",),
            "the stop string the engine matched stays in the text (vLLM 0.32's derender shipped this)",
            on_request=edit_request(DERENDERS, _keep_stop_strings)),
+    Defect("derender-ignores-unreported-stop", "derender", ("DERENDER-030",),
+           "a choice that finished with stop but carries no stop_reason is decoded whole: the request's stop strings"
+           " and stop_token_ids are never consulted (vLLM 0.32's derender)",
+           on_request=edit_request(DERENDERS, _unreported_stop_ignored)),
+    Defect("stream-derender-stop-string-not-held", "derender", ("STREAM-020",),
+           "a streamed derender sends each chunk's text at once, so the start of a stop string goes out before the"
+           " chunk that completes it",
+           on_request=edit_request(DERENDERS, _stream_stop_strings_not_held)),
     Defect("derender-empty-tool-call-id", "derender", ("DERENDER-026",),
            "tool calls get an empty id, so the client cannot answer them",
            on_response=edit_answer((CHAT_DERENDER,), _all_messages_edit(_empty_tool_call_ids), stream=False)),

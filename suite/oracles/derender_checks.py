@@ -98,3 +98,17 @@ def assert_split(api, model: str, caps: Capabilities, ids: list[int], want: Spli
     if check_ids:
         assert_tool_call_ids(out["message"])
     assert not diffs, f"[DERENDER-006] {'; '.join(diffs)}"
+
+
+#: Words of which every tokenizer the suite meets writes at least one as a single ordinary token.
+PLAIN_WORDS = (" four", " the", " and", ".", "!", "?", ",", "e")
+
+
+def plain_token(codec: Any) -> list[int]:
+    """One ordinary token's id, as a list: a stop token that is not special, so only the request can make it a
+    stop (DERENDER-030)."""
+    for word in PLAIN_WORDS:
+        ids = codec.encode(word)
+        if len(ids) == 1 and ids[0] not in codec.special_ids:
+            return list(ids)
+    not_tested(f"none of {PLAIN_WORDS} is one ordinary token in this tokenizer")
