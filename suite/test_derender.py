@@ -243,6 +243,55 @@ def test_passed_through_fields_are_unchanged(api, target, codec) -> None:
             assert got == sent, f"[DERENDER-021] {key} passed through changed: sent {sent}, got {out[key]}"
 
 
+#: vLLM's PerRequestMetrics fields (0.32-0.34), which a derendered answer's metrics carries each of.
+METRICS_FIELDS = ("time_to_first_token_ms", "generation_time_ms", "queue_time_ms", "mean_itl_ms", "tokens_per_second",
+                  "speculative_decoding")
+
+
+def _with_metrics(target, codec, path: str, streamed: bool, metrics: dict) -> dict:
+    """A derender body of path, whole or one streamed chunk, whose generate answer carries ``metrics``."""
+    ids = codec.encode("ok")
+    if streamed:
+        chunk = {"request_id": "tokenspec-stream", "metrics": metrics,
+                 "choices": [{"index": 0, "token_ids": ids, "finish_reason": "stop"}]}
+        body = {"model": target.model, "stream": True, "generate_chunk": chunk, "stream_state": None,
+                "prompt_tokens": 3, "prompt_token_ids": [1, 2, 3]}
+        if path == CHAT:
+            body["chat_request"] = plain_chat_request(target.model)
+        else:
+            body["completion_request"] = {"model": target.model, "prompt": "Hello"}
+        return body
+    if path == CHAT:
+        return chat_derender(target.model, generate_response(choice(ids), metrics=metrics))
+    return completions_derender(target.model, [generate_response(choice(ids), metrics=metrics)])
+
+
+@pytest.mark.req("DERENDER-031")
+@pytest.mark.parametrize("path", [CHAT, COMPLETIONS], ids=["chat", "completions"])
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_metrics_come_back_in_their_typed_shape(api, target, codec, path, streamed) -> None:
+    """The generate answer's timing, handed on with every field named: the value sent, null where none was."""
+    sent = {"time_to_first_token_ms": 12.5, "tokens_per_second": 40.0}
+    answer = api.post_ok(path, _with_metrics(target, codec, path, streamed, sent))
+    got = (answer["chunk"] if streamed else answer).get("metrics")
+    if got is None:
+        unsupported("the target does not hand the generate answer's metrics on (DERENDER-021 is a MAY)")
+    expected = {key: sent.get(key) for key in METRICS_FIELDS}
+    assert {key: got.get(key, "(absent)") for key in METRICS_FIELDS} == expected, (
+        f"[DERENDER-031] metrics {sent} sent; the answer's metrics are {got}, not every field with the value sent or"
+        " null")
+
+
+@pytest.mark.req("DERENDER-031")
+@pytest.mark.parametrize("path", [CHAT, COMPLETIONS], ids=["chat", "completions"])
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_metrics_of_the_wrong_type_are_refused(api, target, codec, path, streamed) -> None:
+    """A timing that is not a number is a client's error, not something to hand on."""
+    resp = api.post(path, _with_metrics(target, codec, path, streamed, {"time_to_first_token_ms": "soon"}))
+    assert resp.status_code == 400, (
+        f"[DERENDER-031] metrics.time_to_first_token_ms 'soon' answered {resp.status_code}: {resp.text[:300]}")
+
+
 @pytest.mark.req("DERENDER-001", "DERENDER-006")
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("shape", list(shapes()))

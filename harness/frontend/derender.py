@@ -139,7 +139,7 @@ class Derenderer:
                 "service_tier": None, "system_fingerprint": None, "usage": _usage(prompt_tokens, completion),
                 "prompt_logprobs": gen.get("prompt_logprobs"), "prompt_token_ids": None, "prompt_text": None,
                 "kv_transfer_params": gen.get("kv_transfer_params"), "ec_transfer_params": None,
-                "metrics": gen.get("metrics")}
+                "metrics": _metrics(gen.get("metrics"))}
 
     # -- completions, whole response --------------------------------------------------------------------
 
@@ -182,7 +182,7 @@ class Derenderer:
                 "created": int(time.time()), "model": model_name, "choices": choices, "service_tier": None,
                 "system_fingerprint": None, "usage": _usage(total_prompt, total_completion),
                 "kv_transfer_params": kv, "ec_transfer_params": None,
-                "metrics": first.get("metrics") if n == 1 else None}
+                "metrics": _metrics(first.get("metrics")) if n == 1 else None}
 
     # -- streaming ----------------------------------------------------------------------------------------
 
@@ -272,7 +272,7 @@ class Derenderer:
         out_chunk = {"id": chunk.get("request_id") or _random_id(), "object": "chat.completion.chunk",
                      "created": int(time.time()), "model": model_name, "choices": choices,
                      "usage": _chunk_usage(chunk, body.get("prompt_tokens")), "system_fingerprint": None,
-                     "prompt_token_ids": None, "prompt_text": None, "metrics": chunk.get("metrics")}
+                     "prompt_token_ids": None, "prompt_text": None, "metrics": _metrics(chunk.get("metrics"))}
         return {"chunk": out_chunk, "stream_state": state}
 
     def _chat_stream_parsed(self, chunk: dict[str, Any], state: dict[str, Any], chat_request: dict[str, Any],
@@ -376,8 +376,19 @@ class Derenderer:
         out_chunk = {"id": chunk.get("request_id") or _random_id(), "object": "text_completion",
                      "created": int(time.time()), "model": model_name, "choices": choices,
                      "usage": _chunk_usage(chunk, body.get("prompt_tokens")), "system_fingerprint": None,
-                     "metrics": chunk.get("metrics")}
+                     "metrics": _metrics(chunk.get("metrics"))}
         return {"chunk": out_chunk, "stream_state": state}
+
+
+#: vLLM's PerRequestMetrics fields, 0.32 to 0.34.
+METRICS_FIELDS = ("time_to_first_token_ms", "generation_time_ms", "queue_time_ms", "mean_itl_ms", "tokens_per_second",
+                  "speculative_decoding")
+
+
+def _metrics(sent: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The generate answer's metrics in their typed shape: every field, null where the engine sent none
+    (DERENDER-031); keys of newer engines ride along."""
+    return None if sent is None else {**dict.fromkeys(METRICS_FIELDS), **sent}
 
 
 def _trim(logprobs: dict[str, Any], wanted: int | None) -> dict[str, Any]:

@@ -503,6 +503,19 @@ def _stream_stop_strings_not_held(body: dict[str, Any]) -> None:
         _request_of(body).pop("stop", None)
 
 
+def _metrics_as_sent(answer: Any, request: Any) -> None:
+    for holder in (answer, answer.get("chunk") if isinstance(answer, dict) else None):
+        if isinstance(holder, dict) and isinstance(holder.get("metrics"), dict):
+            holder["metrics"] = {k: v for k, v in holder["metrics"].items() if v is not None}
+
+
+def _metrics_unchecked(body: dict[str, Any]) -> None:
+    for holder in (body.get("generate_response"), body.get("generate_chunk"), *(body.get("generate_responses") or [])):
+        metrics = holder.get("metrics") if isinstance(holder, dict) else None
+        if isinstance(metrics, dict) and any(isinstance(v, str) for v in metrics.values()):
+            holder["metrics"] = None
+
+
 def _empty_tool_call_ids(message: dict[str, Any]) -> None:
     for call in _tool_calls(message):
         call["id"] = ""
@@ -900,6 +913,13 @@ CATALOGUE: tuple[Defect, ...] = (
            "a streamed derender sends each chunk's text at once, so the start of a stop string goes out before the"
            " chunk that completes it",
            on_request=edit_request(DERENDERS, _stream_stop_strings_not_held)),
+    Defect("derender-metrics-as-sent", "derender", ("DERENDER-031",),
+           "the generate answer's metrics are echoed as an untyped object, so a client reading a field the engine did"
+           " not measure finds no key rather than null",
+           on_response=edit_answer(DERENDERS, _metrics_as_sent)),
+    Defect("derender-metrics-unchecked", "derender", ("DERENDER-031",),
+           "metrics are never validated: a timing that is not a number is dropped instead of refused",
+           on_request=edit_request(DERENDERS, _metrics_unchecked)),
     Defect("derender-empty-tool-call-id", "derender", ("DERENDER-026",),
            "tool calls get an empty id, so the client cannot answer them",
            on_response=edit_answer((CHAT_DERENDER,), _all_messages_edit(_empty_tool_call_ids), stream=False)),
