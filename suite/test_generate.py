@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -13,6 +15,7 @@ from tokenspec.suite.engine.target import card_max_model_len
 from tokenspec.suite.oracles import strategies
 from tokenspec.suite.oracles.builders import generate_request
 from tokenspec.suite.oracles.pipeline import generate_prompt
+from tokenspec.suite.oracles.prompt_logprobs import prompt_logprobs_problem
 
 GENERATE = "/inference/v1/generate"
 FINISH_REASONS = {"stop", "length", "abort"}
@@ -218,3 +221,124 @@ def test_max_tokens_beyond_the_context(engine, engine_context) -> None:
     ch = _choice(resp.json())
     assert ch["finish_reason"] == "length"
     assert len(ch["token_ids"]) == room, f"the context limit leaves room for {room} ids"
+
+
+#: Room the max_tokens tests leave after the prompt: more than SamplingParams' default of 16, so a server that
+#: caps an omitted max_tokens there is caught, and few enough ids to generate quickly.
+ROOM = 40
+
+
+def _generation_config_cap(target) -> int | None:
+    """The max_new_tokens default of the model folder's generation config, which lowers an omitted max_tokens."""
+    folder = target.tokenizer_dir
+    if folder is None or not (folder / "generation_config.json").exists():
+        return None
+    value = json.loads((folder / "generation_config.json").read_text()).get("max_new_tokens")
+    return value if isinstance(value, int) and value > 0 else None
+
+
+@pytest.mark.req("GENERATE-029", "GENERATE-005")
+@pytest.mark.parametrize("max_tokens", ["omitted", None, 16, ROOM], ids=["omitted", "null", "16", "whole-room"])
+def test_max_tokens_default_is_the_room_left(engine, target, engine_context, max_tokens) -> None:
+    """vLLM's own test_generate_defaults_max_tokens_when_omitted: an omitted max_tokens is not SamplingParams' 16.
+    The prompt leaves ROOM ids; greedy with ignore_eos, nothing but the cap or the context ends the choice."""
+    params: dict[str, Any] = {"temperature": 0, "ignore_eos": True}
+    if max_tokens != "omitted":
+        params["max_tokens"] = max_tokens
+    ch = _choice(engine.post_ok(GENERATE, generate_request([5] * (engine_context - ROOM), **params)))
+    expected = max_tokens if isinstance(max_tokens, int) else ROOM
+    if max_tokens == "omitted":
+        cap = _generation_config_cap(target)
+        if cap is not None:
+            expected = min(ROOM, cap)
+        elif target.tokenizer_dir is None and len(ch["token_ids"]) < ROOM:
+            not_tested(f"an omitted max_tokens gave {len(ch['token_ids'])} of the {ROOM} ids of room, and without"
+                       " --tokenizer the model's generation-config default, which may lower it, is unknown")
+    assert ch["finish_reason"] == "length", f"finish_reason {ch['finish_reason']!r} with max_tokens {max_tokens}"
+    assert len(ch["token_ids"]) == expected, (
+        f"[GENERATE-029] max_tokens {max_tokens}: {len(ch['token_ids'])} ids generated where the prompt left room"
+        f" for {ROOM} and {expected} were due")
+
+
+HUGE_MAX_TOKENS = [2**31 - 1, 2**31, 2**63 - 1, 2**63, 2**64 - 1, 2**64, 1e18]
+
+
+@pytest.mark.req("GENERATE-030", "ERROR-001")
+@pytest.mark.parametrize("max_tokens", HUGE_MAX_TOKENS,
+                         ids=["2^31-1", "2^31", "2^63-1", "2^63", "2^64-1", "2^64", "1e18-float"])
+def test_huge_max_tokens_is_clipped_or_refused(engine, engine_context, max_tokens) -> None:
+    """vLLM's own test_generate_rejects_unbounded_max_tokens: a max_tokens past int32 once killed the engine. The
+    prompt leaves 8 ids of room, so a clipped answer is quick."""
+    room = 8
+    body = generate_request([5] * (engine_context - room), temperature=0, ignore_eos=True, max_tokens=max_tokens)
+    resp = engine.post(GENERATE, body)
+    assert resp.status_code in (200, 400), f"max_tokens {max_tokens} answered {resp.status_code}: {resp.text[:300]}"
+    if resp.status_code == 200:
+        ch = _choice(resp.json())
+        assert 1 <= len(ch["token_ids"]) <= room and ch["finish_reason"] == "length", (
+            f"max_tokens {max_tokens}: {len(ch['token_ids'])} ids, finish_reason {ch['finish_reason']!r}, where"
+            f" the context left room for {room}")
+    after = engine.post(GENERATE, generate_request([5, 6, 7], temperature=0, max_tokens=2))
+    assert after.status_code == 200, (
+        f"[GENERATE-030] the engine stopped serving after max_tokens {max_tokens}: a plain generate then answered"
+        f" {after.status_code}: {after.text[:300]}")
+
+
+@pytest.mark.req("GENERATE-031", "ERROR-001")
+@pytest.mark.parametrize("stop", ["x", ["x", "y"], [], None], ids=["string", "list", "empty-list", "null"])
+def test_stop_strings_need_detokenize(engine, prompt, stop) -> None:
+    """vLLM's own test_stop_string_workflow: stop strings are matched on text, which detokenize false never makes."""
+    resp = engine.post(GENERATE, generate_request(prompt, temperature=0, max_tokens=3, detokenize=False, stop=stop))
+    if stop:
+        assert resp.status_code == 400, f"stop {stop!r} with detokenize false answered {resp.status_code}:" \
+                                        f" {resp.text[:300]}"
+    else:
+        assert resp.status_code == 200, f"stop {stop!r} (no stop string) with detokenize false answered" \
+                                        f" {resp.status_code}: {resp.text[:300]}"
+
+
+TRANSFER_PARAMS = {
+    "kv-null": {"kv_transfer_params": None},
+    "kv-empty": {"kv_transfer_params": {}},
+    "kv-no-transfer": {"kv_transfer_params": {"do_remote_prefill": False, "do_remote_decode": False}},
+    "ec-empty": {"ec_transfer_params": {}},
+}
+
+
+@pytest.mark.req("GENERATE-032")
+@pytest.mark.parametrize("fields", list(TRANSFER_PARAMS.values()), ids=list(TRANSFER_PARAMS))
+def test_transfer_params_that_ask_for_nothing_change_nothing(engine, prompt, fields) -> None:
+    """Render (0.33 on) sends kv/ec_transfer_params at the top level of every GenerateRequest it writes."""
+    params = {"temperature": 1.0, "seed": 17, "max_tokens": 6, "ignore_eos": True}
+    plain = _choice(engine.post_ok(GENERATE, generate_request(prompt, **params)))["token_ids"]
+    resp = engine.post(GENERATE, generate_request(prompt, top=fields, **params))
+    assert resp.status_code == 200, f"{fields} answered {resp.status_code}: {resp.text[:300]}"
+    assert _choice(resp.json())["token_ids"] == plain, f"{fields} changed the ids the same seeded request generates"
+
+
+@pytest.mark.req("GENERATE-033", "GENERATE-014")
+@pytest.mark.parametrize("k", [0, 1, 5])
+def test_prompt_logprobs_score_each_prompt_token(engine, prompt, k) -> None:
+    out = engine.post_ok(GENERATE, generate_request(prompt, temperature=0, max_tokens=2, prompt_logprobs=k))
+    problem = prompt_logprobs_problem(out.get("prompt_logprobs"), prompt, k)
+    assert problem is None, f"[GENERATE-033] prompt_logprobs {k}: {problem}"
+
+
+@pytest.mark.req("GENERATE-033", "ERROR-001")
+@pytest.mark.parametrize("case", ["null", "whole-vocabulary", "past-the-vocabulary"])
+def test_prompt_logprobs_edges(engine, codec, prompt, case) -> None:
+    value = {"null": None, "whole-vocabulary": -1, "past-the-vocabulary": codec.vocab_size + 1}[case]
+    resp = engine.post(GENERATE, generate_request(prompt, temperature=0, max_tokens=2, prompt_logprobs=value))
+    if case == "null":
+        assert resp.status_code == 200, resp.text[:300]
+        assert resp.json().get("prompt_logprobs") is None, "prompt_logprobs answered where none were asked"
+    elif case == "past-the-vocabulary":
+        assert resp.status_code == 400, f"prompt_logprobs {value} answered {resp.status_code}: {resp.text[:300]}"
+    elif resp.status_code != 400:  # -1 is the whole vocabulary: refused past max_logprobs, else every id scored
+        assert resp.status_code == 200, resp.text[:300]
+        entries = resp.json().get("prompt_logprobs")
+        assert isinstance(entries, list) and len(entries) == len(prompt) and entries[0] is None, f"{entries!r:.300}"
+        whole = codec.tokenizer_size or 1  # every id the tokenizer has, at least (the model may pad past them)
+        for i, entry in enumerate(entries[1:], start=1):
+            assert str(prompt[i]) in entry and len(entry) >= whole, \
+                f"entry {i} of the whole vocabulary has {len(entry)} keys for a tokenizer of {whole} ids"

@@ -12,6 +12,7 @@ import pytest
 
 from tokenspec.suite.oracles.builders import generate_request
 from tokenspec.suite.oracles.pipeline import generate_prompt
+from tokenspec.suite.oracles.prompt_logprobs import prompt_logprobs_problem
 
 GENERATE = "/inference/v1/generate"
 FINISH_REASONS = {"stop", "length", "abort"}
@@ -87,3 +88,54 @@ def test_include_usage_sends_a_final_usage_event(engine, prompt) -> None:
     assert usage["completion_tokens"] == GREEDY["max_tokens"]
     assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
     assert all(e.get("choices") for e in events[:-1]), "only the final event may have no choice"
+
+
+CONTINUOUS = {"on": True, "off": False, "null": None, "absent": "absent"}
+
+
+@pytest.mark.req("STREAM-030")
+@pytest.mark.parametrize("continuous", list(CONTINUOUS.values()), ids=list(CONTINUOUS))
+@pytest.mark.parametrize("n", [1, 2])
+def test_continuous_usage_counts_each_choice_so_far(engine, capabilities, prompt, continuous, n) -> None:
+    """vLLM's own test_stream_continuous_usage: usage on every event, cumulative per choice (one index per event)."""
+    if n > 1:
+        capabilities.require("multi-choice")
+    options: dict = {"include_usage": True}
+    if continuous != "absent":
+        options["continuous_usage_stats"] = continuous
+    body = generate_request(prompt, top={"stream": True, "stream_options": options}, n=n, **SEEDED)
+    events = [e for e in engine.stream_events(GENERATE, body) if e.get("choices")]
+    assert events, "the stream held no event with a choice"
+    streamed: dict[int, int] = defaultdict(int)
+    for number, event in enumerate(events):
+        (choice,) = event["choices"]
+        streamed[choice["index"]] += len(choice.get("token_ids") or [])
+        usage = event.get("usage")
+        if continuous is not True:
+            assert usage is None, f"event {number} carries usage {usage} without continuous_usage_stats"
+            continue
+        want = {"prompt_tokens": len(prompt), "completion_tokens": streamed[choice["index"]],
+                "total_tokens": len(prompt) + streamed[choice["index"]]}
+        got = {key: (usage or {}).get(key) for key in want}
+        assert got == want, f"event {number} (choice {choice['index']}): usage {got}, {want} streamed so far"
+
+
+@pytest.mark.req("STREAM-031")
+def test_streamed_prompt_logprobs_are_carried_or_refused(engine, capabilities, prompt) -> None:
+    """vLLM refuses prompt_logprob_token_ids with stream ("the stream schema has no field for the scores"); plain
+    prompt_logprobs must not vanish unsaid either."""
+    capabilities.require("generate-streaming")
+    body = generate_request(prompt, top={"stream": True}, prompt_logprobs=1, **GREEDY)
+    resp = engine.post(GENERATE, body)
+    if resp.status_code == 400:
+        return
+    assert resp.status_code == 200, f"answered {resp.status_code}: {resp.text[:300]}"
+    events = list(engine.stream_events(GENERATE, body))
+    first = events[0] if events else {}
+    assert first.get("prompt_logprobs") is not None, (
+        "[STREAM-031] a stream asked for prompt_logprobs 1 answered 200 without them on its first event (keys"
+        f" {sorted(first)}): they were dropped unsaid; refuse them with 400 or send them")
+    problem = prompt_logprobs_problem(first["prompt_logprobs"], prompt, 1)
+    assert problem is None, f"[STREAM-031] the first event's prompt_logprobs: {problem}"
+    later = [i for i, e in enumerate(events[1:], start=1) if e.get("prompt_logprobs") is not None]
+    assert not later, f"prompt_logprobs sent again on events {later}"

@@ -138,6 +138,11 @@ class Gateway:
             self.fe.renderer.check_text(body["token_ids"], "token_ids")  # the safety hook sees token input too
             schemas.check_spec(request.url.path, body)  # nothing the spec refuses reaches the engine
             params = body["sampling_params"]
+            if body.get("stream") and params.get("prompt_logprobs") is not None:
+                # The engine's stream has no field for them and would drop them unsaid (STREAM-031): refused, as the
+                # engine refuses prompt_logprob_token_ids with stream.
+                raise ApiError("prompt_logprobs are not available when stream=true.",
+                               param="sampling_params.prompt_logprobs")
             if params.get("trace_decode_token_ids") == []:
                 # Nothing to trace, the same as null; vLLM 0.32's engine answers an empty list with a bare 500.
                 params["trace_decode_token_ids"] = None

@@ -355,6 +355,73 @@ def _final_without_finish_reason(event: dict[str, Any], index: int) -> list[Any]
     return [event]
 
 
+def _omitted_max_tokens_16(request: dict[str, Any]) -> None:
+    params = request.get("sampling_params")
+    if isinstance(params, dict) and params.get("max_tokens") is None:
+        params["max_tokens"] = 16
+
+
+def _huge_max_tokens_crash(path: str, body: bytes) -> bytes | Reply:
+    request = parse(body)
+    params = request.get("sampling_params") if path == GENERATE and isinstance(request, dict) else None
+    max_tokens = params.get("max_tokens") if isinstance(params, dict) else None
+    if isinstance(max_tokens, (int, float)) and not isinstance(max_tokens, bool) and max_tokens >= 2**31:
+        return Reply.of_json(500, {"error": {"message": "EngineCore encountered an issue: OverflowError: Python int"
+                                             " too large to convert to C int", "type": "InternalServerError",
+                                             "param": None, "code": 500}})
+    return body
+
+
+def _stop_dropped_without_detokenize(request: dict[str, Any]) -> None:
+    params = request.get("sampling_params")
+    if isinstance(params, dict) and params.get("detokenize") is False:
+        params.pop("stop", None)
+
+
+def _transfer_params_refused(path: str, body: bytes) -> bytes | Reply:
+    request = parse(body)
+    if path == GENERATE and isinstance(request, dict) and {"kv_transfer_params", "ec_transfer_params"} & set(request):
+        return Reply.of_json(400, {"error": {"message": "1 validation error: kv_transfer_params: Extra inputs are not"
+                                             " permitted", "type": "BadRequestError", "param": "kv_transfer_params",
+                                             "code": 400}})
+    return body
+
+
+def _prompt_logprobs_shifted(answer: Any, request: Any) -> None:
+    entries = answer.get("prompt_logprobs") if isinstance(answer, dict) else None
+    if isinstance(entries, list) and entries:
+        answer["prompt_logprobs"] = [*entries[1:], None]
+
+
+def _usage_per_delta(event: dict[str, Any], index: int) -> list[Any]:
+    usage = event.get("usage")
+    for choice in choices(event):
+        if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
+            usage["completion_tokens"] = len(choice.get("token_ids") or [])
+            usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    return [event]
+
+
+def _prompt_logprobs_clamped(request: dict[str, Any]) -> None:
+    params = request.get("sampling_params")
+    if isinstance(params, dict) and isinstance(params.get("prompt_logprobs"), int) and params["prompt_logprobs"] > 20:
+        params["prompt_logprobs"] = 20
+
+
+def _usage_unasked(path: str, request: Any, event: Any) -> list[Any]:
+    if path == GENERATE and isinstance(event, dict) and choices(event) and event.get("usage") is None \
+            and isinstance(request, dict) and isinstance(request.get("token_ids"), list):
+        prompt = len(request["token_ids"])
+        done = sum(len(c.get("token_ids") or []) for c in choices(event))
+        event["usage"] = {"prompt_tokens": prompt, "completion_tokens": done, "total_tokens": prompt + done}
+    return [event]
+
+
+def _stream_drops_prompt_logprobs(request: dict[str, Any]) -> None:
+    if request.get("stream") is True and isinstance(request.get("sampling_params"), dict):
+        request["sampling_params"].pop("prompt_logprobs", None)
+
+
 # -- derender ---------------------------------------------------------------------------------------------
 
 
@@ -830,6 +897,39 @@ CATALOGUE: tuple[Defect, ...] = (
     Defect("generate-derender-stream-no-role", "generate", ("GENERATE-023",),
            "a streamed derender mode that never opens the message with role assistant",
            on_event=_derender_mode_stream_no_role, needs=("engine",)),
+    Defect("generate-omitted-max-tokens-16", "generate", ("GENERATE-029",),
+           "an engine that reads an omitted or null max_tokens as SamplingParams' dataclass default of 16 (vLLM's "
+           "generate before its server-side default)",
+           on_request=edit_request((GENERATE,), _omitted_max_tokens_16), needs=("engine",)),
+    Defect("generate-huge-max-tokens-crash", "generate", ("GENERATE-030",),
+           "an engine that writes prompt_len + max_tokens into an int32 array, so a max_tokens past 2^31 overflows "
+           "and kills the EngineCore",
+           on_request=_huge_max_tokens_crash, needs=("engine",)),
+    Defect("generate-drops-stop-without-detokenize", "generate", ("GENERATE-031",),
+           "a server that forces detokenize off after validating the request, so stop strings are silently never "
+           "applied",
+           on_request=edit_request((GENERATE,), _stop_dropped_without_detokenize), needs=("engine",)),
+    Defect("generate-refuses-transfer-params", "generate", ("GENERATE-032",),
+           "a generate schema with extra fields forbidden that predates disaggregated serving, so every request "
+           "render writes with kv_transfer_params is refused",
+           on_request=_transfer_params_refused, needs=("engine",)),
+    Defect("generate-prompt-logprobs-shifted", "generate", ("GENERATE-033",),
+           "prompt logprobs listed by the position whose logits produced them, so entry i scores token i + 1 and "
+           "the leading null is lost",
+           on_response=edit_answer((GENERATE,), _prompt_logprobs_shifted, stream=False), needs=("engine",)),
+    Defect("generate-stream-usage-per-delta", "generate", ("STREAM-030",),
+           "continuous usage stats that count each event's delta instead of the choice's ids so far",
+           on_event=each_event(_usage_per_delta), needs=("engine",)),
+    Defect("generate-prompt-logprobs-clamped", "generate", ("GENERATE-033",),
+           "an engine that clamps prompt_logprobs to its max_logprobs of 20 instead of refusing more",
+           on_request=edit_request((GENERATE,), _prompt_logprobs_clamped), needs=("engine",)),
+    Defect("generate-stream-usage-unasked", "generate", ("STREAM-030",),
+           "a server that sends usage on every streamed event whether or not continuous_usage_stats asked for it",
+           on_event=_usage_unasked, needs=("engine",)),
+    Defect("generate-stream-drops-prompt-logprobs", "generate", ("STREAM-031",),
+           "a streamed generate whose chunk has no field for prompt logprobs and drops them unsaid, as vLLM "
+           "0.32-0.34 do",
+           on_request=edit_request((GENERATE,), _stream_drops_prompt_logprobs), needs=("engine",)),
     # derender
     Defect("derender-drops-usage", "derender", ("SCHEMA-006",),
            "chat derender answers without usage",
