@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from tokenspec.specs.openapi import component_validator
+from tokenspec.specs import parser_families
+from tokenspec.specs.openapi import component_validator, load_document, schema_validator
 from tokenspec.suite.engine.gating import not_tested
 from tokenspec.suite.oracles import strategies
 from tokenspec.suite.oracles.builders import TOOL, chat_request
@@ -398,3 +400,351 @@ def test_parse_context_carries_tools_reasoning_and_history(api, target, capabili
     kwargs = context.get("chat_template_kwargs") or {}
     assert kwargs.get("enable_thinking") is False, (
         f"[RENDER-025] parse_context chat_template_kwargs {kwargs} lost the request's enable_thinking: false")
+
+
+# -- request ids (RENDER-037) ---------------------------------------------------------------------------------------
+
+_PREFIX = {CHAT: "chatcmpl-", COMPLETIONS: "cmpl-"}
+#: (X-Request-Id header or None, body request_id or None, the suffix vLLM's rule gives; None: a random one)
+_ID_CASES = {
+    "header": ("tokenspec-h", None, "tokenspec-h"),
+    "body": (None, "tokenspec-b", "tokenspec-b"),
+    "header-over-body": ("tokenspec-h", "tokenspec-b", "tokenspec-h"),
+    "empty-header": ("", "tokenspec-b", ""),
+    "empty-body": (None, "", ""),
+    "neither": (None, None, None),
+}
+
+
+def _render_ids(api, path: str, body: dict, header: str | None) -> list[str]:
+    response = api.request("POST", path, json_body=body,
+                           headers=None if header is None else {"X-Request-Id": header})
+    assert response.status_code == 200, f"{path} answered {response.status_code}: {response.text[:300]}"
+    out = response.json()
+    return [r.get("request_id") for r in (out if isinstance(out, list) else [out])]
+
+
+@pytest.mark.req("RENDER-037")
+@pytest.mark.parametrize("case", list(_ID_CASES))
+@pytest.mark.parametrize("path", [CHAT, COMPLETIONS], ids=["chat", "completions"])
+def test_request_id_follows_the_client(api, target, path, case) -> None:
+    """The client's id reaches the generate request (and so the engine's logs and abort) behind the route's prefix:
+    the header first, then the body's id, each verbatim; a random one only when the client gave none."""
+    header, body_id, suffix = _ID_CASES[case]
+    body = chat_request(target.model) if path == CHAT else {"model": target.model, "prompt": "Hello", "max_tokens": 4}
+    if body_id is not None:
+        body["request_id"] = body_id
+    [got] = _render_ids(api, path, body, header)
+    prefix = _PREFIX[path]
+    if suffix is not None:
+        assert got == prefix + suffix, f"[RENDER-037] request_id {got!r}, wanted {prefix + suffix!r}"
+        return
+    [again] = _render_ids(api, path, body, header)
+    assert isinstance(got, str) and got.startswith(prefix) and len(got) > len(prefix), (
+        f"[RENDER-037] request_id {got!r} is not {prefix!r} and a random suffix")
+    assert got != again, f"[RENDER-037] two requests without an id were both given {got!r}"
+
+
+@pytest.mark.req("RENDER-037")
+def test_completions_request_ids_number_the_prompts(api, target) -> None:
+    body = {"model": target.model, "prompt": ["Hello", "world", "again"], "max_tokens": 4,
+            "request_id": "tokenspec-b"}
+    ids = _render_ids(api, COMPLETIONS, body, "tokenspec-h")
+    wanted = [f"cmpl-tokenspec-h-{i}" for i in range(3)]
+    assert ids == wanted, f"[RENDER-037] three prompts got request ids {ids}, wanted {wanted}"
+
+
+# -- the engine's reasoning parser (RENDER-039, RENDER-040) ----------------------------------------------------------
+
+
+def _without_reasoning_parser(capabilities) -> bool | None:
+    """True when the probe found no reasoning parser, False when it found one, None when it could not tell."""
+    if capabilities.has("reasoning"):
+        return False
+    decision = capabilities.decisions.get("reasoning")
+    return True if decision is not None and decision.status == "unsupported" else None
+
+
+@pytest.mark.req("RENDER-039", "RENDER-025")
+def test_reasoning_parser_kwargs_are_the_templates_arguments(api, target, capabilities) -> None:
+    """The engine builds its reasoning parser (which decides when structured outputs start) with these arguments: the
+    request's own, null and "auto" ones unset, the generation-prompt flags as the request set them."""
+    given = {"enable_thinking": False, "tokenspec_flag": [1, 2], "tokenspec_unset": None, "tokenspec_auto": "auto"}
+    out = api.post_ok(CHAT, chat_request(target.model, chat_template_kwargs=given))
+    absent = _without_reasoning_parser(capabilities)
+    if absent is None:
+        not_tested("the probe could not tell whether the target runs a reasoning parser")
+    if absent:
+        assert out.get("reasoning_parser_kwargs") is None, (
+            f"[RENDER-039] reasoning_parser_kwargs {out.get('reasoning_parser_kwargs')!r} without a reasoning parser")
+        return
+    kwargs = (out.get("reasoning_parser_kwargs") or {}).get("chat_template_kwargs")
+    assert isinstance(kwargs, dict), f"[RENDER-039] reasoning_parser_kwargs {out.get('reasoning_parser_kwargs')!r}"
+    wanted = {"enable_thinking": False, "tokenspec_flag": [1, 2], "add_generation_prompt": True,
+              "continue_final_message": False}
+    wrong = {k: kwargs.get(k, "<absent>") for k, v in wanted.items() if kwargs.get(k, "<absent>") != v}
+    assert not wrong, f"[RENDER-039] the engine's parser would get {wrong} (wanted {wanted}) in {kwargs}"
+    unset = sorted(k for k in ("tokenspec_unset", "tokenspec_auto") if k in kwargs)
+    assert not unset, f"[RENDER-039] {unset} are set in {kwargs}, though null and \"auto\" leave a kwarg unset"
+    context = out.get("parse_context")
+    if isinstance(context, dict):  # since 0.33: the derendering generate server parses with the same arguments
+        assert context.get("chat_template_kwargs") == kwargs, (
+            f"[RENDER-025] parse_context chat_template_kwargs {context.get('chat_template_kwargs')} differ from "
+            f"reasoning_parser_kwargs' {kwargs}")
+    continued = api.post_ok(CHAT, chat_request(target.model, [
+        {"role": "user", "content": "Count to three."}, {"role": "assistant", "content": "One, two,"}],
+        add_generation_prompt=False, continue_final_message=True))
+    kwargs = (continued.get("reasoning_parser_kwargs") or {}).get("chat_template_kwargs") or {}
+    flags = {k: kwargs.get(k) for k in ("add_generation_prompt", "continue_final_message")}
+    assert flags == {"add_generation_prompt": False, "continue_final_message": True}, (
+        f"[RENDER-039] a continued final message gave the engine's parser {flags}")
+
+
+#: The reasoning markers of each described family (specs/parsers.yaml's rules: <think>...</think>, Gemma 4's
+#: <|channel>thought ... <channel|>).
+REASONING_MARKERS = {"qwen3": ("<think>", "</think>"), "deepseek_r1": ("<think>", "</think>"),
+                     "gemma4": ("<|channel>", "<channel|>")}
+
+
+@pytest.mark.req("RENDER-040")
+@pytest.mark.parametrize("variant", parser_families.VARIANTS)
+def test_reasoning_ended_is_the_parsers_verdict_on_the_prompt(api, target, capabilities, codec, variant) -> None:
+    """What the template wrote after the user's turn decides: a reasoning block it closed has ended, one it opened
+    has not; with neither, the family's rule for output without markup under this thinking setting (specs/parsers.yaml,
+    its plain shape) says whether the model starts in reasoning."""
+    capabilities.require("reasoning")
+    family = capabilities.parsers.get("reasoning")
+    split = parser_families.expected(family, None, "plain", variant) if family in REASONING_MARKERS else None
+    if split is None:
+        not_tested(f"the target's reasoning family ({family}) has no markers or plain-shape row in specs/parsers.yaml")
+    body = parser_families.table_request(target.model, False, variant)
+    out = api.post_ok(CHAT, body)
+    text = codec.decode(out["token_ids"])
+    question = body["messages"][-1]["content"]
+    if question not in text:
+        not_tested(f"the rendered prompt does not show the user's turn verbatim: {text[-200:]!r}")
+    tail = text[text.rindex(question) + len(question):]
+    opening, closing = REASONING_MARKERS[family]
+    if max(tail.rfind(opening), tail.rfind(closing)) >= 0:
+        wanted, why = tail.rfind(closing) > tail.rfind(opening), f"the prompt ends {tail!r}"
+    else:
+        wanted = split.reasoning is None
+        into = "content" if wanted else "reasoning"
+        why = f"the prompt ends {tail!r} and {family} splits unmarked output into {into}"
+    ended = out.get("reasoning_ended")
+    assert ended is wanted, (
+        f"[RENDER-040] reasoning_ended {ended!r} with thinking {'off' if variant == 'thinking-off' else 'on'}; {why}, "
+        f"so wanted {wanted}")
+
+
+# -- fields at the edges of their range (RENDER-041, RENDER-042, RENDER-043, RENDER-044) -----------------------------
+
+INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+
+
+def _edge_body(path: str, model: str, fields: dict) -> dict:
+    base = chat_request(model) if path == CHAT else {"model": model, "prompt": "Hello, who are you?"}
+    return {**base, **fields}
+
+
+def _sampling(field: str, value: object):
+    def check(out: dict, full: list[int], max_model_len: int) -> str | None:
+        params = out["sampling_params"]
+        if field not in params:
+            return f"sampling_params has no {field}: {params}"
+        if field == "stop_token_ids":
+            return None if isinstance(params[field], list) and set(value) <= set(params[field]) else \
+                f"stop_token_ids {params[field]!r}"
+        return None if _same(value, params[field]) else f"sampling_params.{field} is {params[field]!r}"
+    return check
+
+
+def _top_level(field: str, value: object):
+    def check(out: dict, full: list[int], max_model_len: int) -> str | None:
+        return None if out.get(field) == value else f"{field} is {out.get(field)!r}"
+    return check
+
+
+def _one_token(out: dict, full: list[int], max_model_len: int) -> str | None:
+    """One id kept (which one, with a tokenizer that adds a BOS, is not this requirement's business)."""
+    return None if len(out["token_ids"]) == 1 else f"token_ids {out['token_ids']} are not one id"
+
+
+def _whole_prompt(out: dict, full: list[int], max_model_len: int) -> str | None:
+    return None if out["token_ids"] == full else "token_ids are not the whole prompt"
+
+
+def _room(out: dict, full: list[int], max_model_len: int) -> str | None:
+    room = max_model_len - len(out["token_ids"])
+    got = out["sampling_params"].get("max_tokens")
+    return None if got == room else f"max_tokens {got!r}, the context leaves {room}"
+
+
+CONTEXT = "<context length>"  # a value the test replaces with the target's max_model_len
+#: (id, routes (None: both), request fields, the check of the answer) for values at the ends of a field's range
+INSIDE = [
+    ("temperature-0", None, {"temperature": 0.0}, _sampling("temperature", 0.0)),
+    ("temperature-2", None, {"temperature": 2.0}, _sampling("temperature", 2.0)),
+    ("top_p-1", None, {"top_p": 1.0}, _sampling("top_p", 1.0)),
+    ("top_p-tiny", None, {"top_p": 1e-6}, _sampling("top_p", 1e-6)),
+    ("top_k--1", None, {"top_k": -1}, _sampling("top_k", -1)),
+    ("min_p-0", None, {"min_p": 0.0}, _sampling("min_p", 0.0)),
+    ("min_p-1", None, {"min_p": 1.0}, _sampling("min_p", 1.0)),
+    ("presence_penalty--2", None, {"presence_penalty": -2.0}, _sampling("presence_penalty", -2.0)),
+    ("presence_penalty-2", None, {"presence_penalty": 2.0}, _sampling("presence_penalty", 2.0)),
+    ("frequency_penalty--2", None, {"frequency_penalty": -2.0}, _sampling("frequency_penalty", -2.0)),
+    ("frequency_penalty-2", None, {"frequency_penalty": 2.0}, _sampling("frequency_penalty", 2.0)),
+    ("repetition_penalty-tiny", None, {"repetition_penalty": 0.01}, _sampling("repetition_penalty", 0.01)),
+    ("seed-int64-min", None, {"seed": INT64_MIN}, _sampling("seed", INT64_MIN)),
+    ("seed-int64-max", None, {"seed": INT64_MAX}, _sampling("seed", INT64_MAX)),
+    ("priority-int64-min", None, {"priority": INT64_MIN}, _top_level("priority", INT64_MIN)),
+    ("priority-int64-max", None, {"priority": INT64_MAX}, _top_level("priority", INT64_MAX)),
+    ("max_tokens-1", None, {"max_tokens": 1}, _sampling("max_tokens", 1)),
+    ("max_tokens-context", None, {"max_tokens": CONTEXT}, _room),
+    ("min_tokens-max_tokens", None, {"min_tokens": 5, "max_tokens": 5}, _sampling("min_tokens", 5)),
+    ("top_logprobs-0", CHAT, {"logprobs": True, "top_logprobs": 0}, _sampling("logprobs", 0)),
+    ("top_logprobs--1", CHAT, {"logprobs": True, "top_logprobs": -1}, _sampling("logprobs", -1)),
+    ("logprobs-0", COMPLETIONS, {"logprobs": 0}, _sampling("logprobs", 0)),
+    ("logprobs--1", COMPLETIONS, {"logprobs": -1}, _sampling("logprobs", -1)),
+    ("prompt_logprobs-0", None, {"prompt_logprobs": 0}, _sampling("prompt_logprobs", 0)),
+    ("prompt_logprobs--1", None, {"prompt_logprobs": -1}, _sampling("prompt_logprobs", -1)),
+    ("thinking_token_budget-0", None, {"thinking_token_budget": 0}, _sampling("thinking_token_budget", 0)),
+    ("stop-four", None, {"stop": ["END", "STOP", "\n\n", "###"]}, _sampling("stop", ["END", "STOP", "\n\n", "###"])),
+    ("stop-empty", None, {"stop": []}, _sampling("stop", [])),
+    ("stop_token_ids-empty", None, {"stop_token_ids": []}, _sampling("stop_token_ids", [])),
+    ("bad_words-empty", None, {"bad_words": []}, _sampling("bad_words", [])),
+    ("allowed_token_ids-empty", None, {"allowed_token_ids": []}, _sampling("allowed_token_ids", [])),
+    ("logit_bias-empty", None, {"logit_bias": {}}, _sampling("logit_bias", {})),
+    ("cache_salt-1", None, {"cache_salt": "s"}, _top_level("cache_salt", "s")),
+    ("cache_salt-128", None, {"cache_salt": "s" * 128}, _top_level("cache_salt", "s" * 128)),
+    ("truncate_prompt_tokens-1", None, {"truncate_prompt_tokens": 1}, _one_token),
+    ("truncate_prompt_tokens-context", None, {"truncate_prompt_tokens": CONTEXT}, _whole_prompt),
+]
+#: (id, routes (None: both), request fields) for values just outside a field's range
+OUTSIDE = [
+    ("temperature-negative", None, {"temperature": -0.01}),
+    ("temperature-above-2", None, {"temperature": 2.01}),
+    ("top_p-0", None, {"top_p": 0.0}),
+    ("top_p-above-1", None, {"top_p": 1.01}),
+    ("top_k--2", None, {"top_k": -2}),
+    ("min_p-negative", None, {"min_p": -0.01}),
+    ("min_p-above-1", None, {"min_p": 1.01}),
+    ("presence_penalty-below--2", None, {"presence_penalty": -2.01}),
+    ("presence_penalty-above-2", None, {"presence_penalty": 2.01}),
+    ("frequency_penalty-below--2", None, {"frequency_penalty": -2.01}),
+    ("frequency_penalty-above-2", None, {"frequency_penalty": 2.01}),
+    ("repetition_penalty-0", None, {"repetition_penalty": 0.0}),
+    ("n-0", None, {"n": 0}),
+    ("max_tokens-0", None, {"max_tokens": 0}),
+    ("max_tokens-past-context", None, {"max_tokens": CONTEXT}),
+    ("min_tokens-negative", None, {"min_tokens": -1}),
+    ("min_tokens-above-max_tokens", None, {"min_tokens": 6, "max_tokens": 5}),
+    ("seed-above-int64", None, {"seed": INT64_MAX + 1}),
+    ("seed-below-int64", None, {"seed": INT64_MIN - 1}),
+    ("priority-above-int64", None, {"priority": INT64_MAX + 1}),
+    ("priority-below-int64", None, {"priority": INT64_MIN - 1}),
+    ("stop-empty-string", None, {"stop": ["END", ""]}),
+    ("stop-five", None, {"stop": ["a", "b", "c", "d", "e"]}),
+    ("cache_salt-empty", None, {"cache_salt": ""}),
+    ("cache_salt-129", None, {"cache_salt": "s" * 129}),
+    ("truncate_prompt_tokens-0", None, {"truncate_prompt_tokens": 0}),
+    ("truncate_prompt_tokens--2", None, {"truncate_prompt_tokens": -2}),
+    ("truncate_prompt_tokens-past-context", None, {"truncate_prompt_tokens": CONTEXT}),
+    ("stream_interval-0", None, {"stream_interval": 0}),
+    ("top_logprobs--2", CHAT, {"logprobs": True, "top_logprobs": -2}),
+    ("logprobs--2", COMPLETIONS, {"logprobs": -2}),
+    ("prompt_logprobs--2", None, {"prompt_logprobs": -2}),
+    ("thinking_token_budget--2", None, {"thinking_token_budget": -2}),
+    ("messages-empty", CHAT, {"messages": []}),
+    ("prompt-empty-string", COMPLETIONS, {"prompt": ""}),
+    ("structured_outputs-no-constraint", None, {"structured_outputs": {}}),
+]
+
+
+def _routes(cases: list, width: int) -> list:
+    out = []
+    for case in cases:
+        for path, name in ((CHAT, "chat"), (COMPLETIONS, "completions")):
+            if case[1] in (None, path):
+                out.append(pytest.param(path, *case[2:width], id=f"{name}-{case[0]}"))
+    return out
+
+
+def _at_context(fields: dict, max_model_len: int, past: int = 0) -> dict:
+    return {k: max_model_len + past if v == CONTEXT else v for k, v in fields.items()}
+
+
+@pytest.mark.req("RENDER-041")
+@pytest.mark.parametrize(("path", "fields", "check"), _routes(INSIDE, 4))
+def test_field_at_the_end_of_its_range_is_rendered(api, target, max_model_len, path, fields, check) -> None:
+    """Each end of a field's range is a value like any other: accepted, and carried where render carries it."""
+    full = api.post_ok(path, _edge_body(path, target.model, {}))
+    full = full[0] if isinstance(full, list) else full
+    out = api.post_ok(path, _edge_body(path, target.model, _at_context(fields, max_model_len)))
+    out = out[0] if isinstance(out, list) else out
+    problem = check(out, full["token_ids"], max_model_len)
+    assert problem is None, f"[RENDER-041] {_at_context(fields, max_model_len)} rendered, but {problem}"
+
+
+@pytest.mark.req("RENDER-042", "ERROR-001")
+@pytest.mark.parametrize(("path", "fields"), _routes(OUTSIDE, 3))
+def test_field_just_outside_its_range_is_refused(api, target, max_model_len, path, fields) -> None:
+    fields = _at_context(fields, max_model_len, past=1)
+    response = api.post(path, _edge_body(path, target.model, fields))
+    assert response.status_code == 400, (
+        f"[RENDER-042] {json.dumps(fields)[:200]} answered {response.status_code}: {response.text[:300]}")
+    error = response.json().get("error")
+    assert isinstance(error, dict) and error.get("message") and error.get("code") == 400, (
+        f"[RENDER-042] the 400 carries no OpenAI error object: {response.text[:300]}")
+
+
+@pytest.mark.req("RENDER-043")
+@pytest.mark.parametrize("choice", [None, "auto", "required", "none"], ids=["no-choice", "auto", "required", "none"])
+def test_empty_tools_list_is_no_tools(api, target, choice) -> None:
+    """An empty tools list offers nothing to call: the prompt is that of a request without tools, and a choice that
+    would need a tool falls back to none."""
+    fields = {"tools": []} if choice is None else {"tools": [], "tool_choice": choice}
+    plain = api.post_ok(CHAT, chat_request(target.model))
+    response = api.post(CHAT, chat_request(target.model, **fields))
+    assert response.status_code == 200, f"[RENDER-043] {fields} answered {response.status_code}: {response.text[:300]}"
+    out = response.json()
+    assert out["token_ids"] == plain["token_ids"], "[RENDER-043] the prompt with tools: [] differs from the one without"
+    context = out.get("parse_context")
+    if isinstance(context, dict):
+        assert context.get("tool_choice") == "none" and not context.get("tools"), (
+            f"[RENDER-043] parse_context tools {context.get('tools')!r}, tool_choice {context.get('tool_choice')!r}")
+
+
+def _nullable(schema: str) -> list[str]:
+    """The request fields whose schema in the spec allows null (model aside: ERROR-009 selects the served model)."""
+    pointer = f"/components/schemas/{schema}/properties"
+    names = load_document("components.yaml")["components"]["schemas"][schema]["properties"]
+    return [n for n in names if n != "model" and schema_validator("components.yaml", f"{pointer}/{n}").is_valid(None)]
+
+
+@pytest.mark.req("RENDER-044")
+@pytest.mark.parametrize("path", [CHAT, COMPLETIONS], ids=["chat", "completions"])
+def test_null_field_renders_as_an_absent_one(api, target, path) -> None:
+    """null is the default of every nullable field: sent, it renders exactly as the request without it does."""
+    schema = "ChatCompletionRequest" if path == CHAT else "CompletionRequest"
+    base = _edge_body(path, target.model, {})
+    absent = api.post_ok(path, base)
+    absent = absent[0] if isinstance(absent, list) else absent
+    wrong = {}
+    for name in _nullable(schema):
+        response = api.post(path, {**base, name: None})
+        if response.status_code != 200:
+            wrong[name] = f"answered {response.status_code}: {response.text[:120]}"
+            continue
+        out = response.json()
+        out = out[0] if isinstance(out, list) else out
+        for part in ("token_ids", "sampling_params"):
+            got, want = out.get(part), absent.get(part)
+            if got != want:
+                if isinstance(got, dict) and isinstance(want, dict):
+                    keys = sorted(k for k in {*got, *want} if got.get(k, "<absent>") != want.get(k, "<absent>"))
+                    got, want = ({k: d.get(k, "<absent>") for k in keys} for d in (got, want))
+                wrong[name] = f"{part} {got!r}, without the field {want!r}"
+    if wrong:
+        api.post(path, {**base, next(iter(wrong)): None})  # the report's curl replays a failing request
+    assert not wrong, f"[RENDER-044] fields sent as null rendered unlike the request without them: {wrong}"

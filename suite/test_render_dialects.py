@@ -1,4 +1,5 @@
-"""The other request dialects render serves: Anthropic Messages and stateless Responses (RENDER-026..RENDER-033).
+"""The other request dialects render serves: Anthropic Messages and stateless Responses (RENDER-026..RENDER-033,
+RENDER-038).
 
 Each dialect's request stands for a chat request (``suite/oracles/dialects.py``, the spec's mapping); the oracle
 renders that chat request with transformers, as chat render's own oracle does, so a converter that drops the system
@@ -17,7 +18,7 @@ from hypothesis import example, given
 from tokenspec.suite.engine.gating import not_tested
 from tokenspec.suite.oracles import strategies
 from tokenspec.suite.oracles.builders import USER_HELLO
-from tokenspec.suite.oracles.dialects import messages_as_chat, responses_as_chat
+from tokenspec.suite.oracles.dialects import messages_as_chat, refuses_inline_system, responses_as_chat
 
 MESSAGES = "/v1/messages/render"
 RESPONSES = "/v1/responses/render"
@@ -81,6 +82,43 @@ def test_messages_render_equals_the_template_oracle(api, target, capabilities, r
         body.pop("tool_choice", None)
     body = {"model": target.model, **body}
     _renders_as(api, MESSAGES, body, messages_as_chat(body), render_oracle, "Messages")
+
+
+#: Conversations with system messages inside messages (Claude Code sends per-turn reminders so), one per RENDER-038
+#: rule: in the middle, as text blocks, billing-header text, nothing left, first and last.
+_INLINE_SYSTEM = {
+    "middle": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."},
+               {"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2 + 2?"}],
+    "text-blocks": [{"role": "user", "content": "Hi"},
+                    {"role": "system", "content": [{"type": "text", "text": "Be "},
+                                                   {"type": "text", "text": "brief."}]},
+                    {"role": "user", "content": "What is 2 + 2?"}],
+    "billing-header": [{"role": "user", "content": "Hi"},
+                       {"role": "system", "content": [{"type": "text", "text": "x-anthropic-billing-header: cc=1"},
+                                                      {"type": "text", "text": "Be brief."}]},
+                       {"role": "system", "content": "x-anthropic-billing-header: cc=2"},
+                       {"role": "user", "content": "What is 2 + 2?"}],
+    "empty": [{"role": "user", "content": "Hi"}, {"role": "system", "content": ""},
+              {"role": "user", "content": "What is 2 + 2?"}],
+    "first": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2 + 2?"}],
+    "last": [{"role": "user", "content": "What is 2 + 2?"}, {"role": "system", "content": "Answer in digits."}],
+}
+
+
+@pytest.mark.req("RENDER-038")
+@pytest.mark.parametrize("top_level", [True, False], ids=["with-system", "without-system"])
+@pytest.mark.parametrize("shape", list(_INLINE_SYSTEM))
+def test_messages_inline_system_turns(api, target, render_oracle, shape, top_level) -> None:
+    """A system message inside messages stays a system turn in its place, unless the template refuses a second
+    system turn (decided from the model folder's template, as vLLM decides at start-up): then its text joins the
+    leading system message."""
+    body = _messages(target.model, messages=_INLINE_SYSTEM[shape])
+    if top_level:
+        body["system"] = "You are terse."
+    merge = refuses_inline_system(render_oracle.template)
+    chat = messages_as_chat(body, merge_inline_system=merge)
+    what = f"[RENDER-038] Messages (inline system {'merged into the leading one' if merge else 'kept in place'})"
+    _renders_as(api, MESSAGES, body, chat, render_oracle, what)
 
 
 def _close(expected: Any, actual: Any) -> bool:

@@ -21,16 +21,56 @@ def _joined_text(content: Any) -> str:
     return "\n".join(item["text"] for item in content or [] if isinstance(item, dict) and item.get("type") == "text")
 
 
-def messages_as_chat(body: dict[str, Any]) -> dict[str, Any]:
-    """The chat request of an Anthropic Messages request: its conversation and tools (RENDER-026, RENDER-027)."""
+#: Text that Claude Code prefixes to a per-request attribution block; RENDER-038 leaves it out of system text.
+BILLING_HEADER = "x-anthropic-billing-header"
+
+
+def refuses_inline_system(template: str) -> bool:
+    """Whether a chat template refuses a system turn after the first (RENDER-038): it fails to render system, user,
+    system, user given nothing else, in a sandboxed jinja environment with trimmed blocks."""
+    import jinja2
+    import jinja2.ext
+    import jinja2.sandbox
+
+    turns = [{"role": role, "content": "t"} for role in ("system", "user", "system", "user")]
+    environment = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                                                extensions=[jinja2.ext.loopcontrols])
+    try:
+        environment.from_string(template).render(messages=turns, add_generation_prompt=False)
+    except Exception:  # noqa: BLE001 - any failure to render is the refusal
+        return True
+    return False
+
+
+def _inline_system_text(content: Any) -> str | None:
+    """An inline system message's text (RENDER-038): its string, or its text blocks joined with no separator, less
+    billing-header text; None when nothing is left."""
+    if isinstance(content, str):
+        return None if content.startswith(BILLING_HEADER) else content or None
+    texts = [b["text"] for b in content or [] if isinstance(b, dict) and b.get("type") == "text" and b.get("text")
+             and not b["text"].startswith(BILLING_HEADER)]
+    return "".join(texts) or None
+
+
+def messages_as_chat(body: dict[str, Any], *, merge_inline_system: bool = False) -> dict[str, Any]:
+    """The chat request of an Anthropic Messages request: its conversation and tools (RENDER-026, RENDER-027), and its
+    inline system messages in place or, for a template that refuses them, merged into the leading one (RENDER-038)."""
     turns: list[dict[str, Any]] = []
     system = body.get("system")
     parts = [system] if isinstance(system, str) and system else [
         block["text"] for block in system or [] if block.get("type") == "text" and block.get("text")]
+    inline = [(m, _inline_system_text(m["content"])) for m in body["messages"] if m["role"] == "system"]
+    if merge_inline_system:
+        parts += [text for _, text in inline if text is not None]
     if parts:
         turns.append({"role": "system", "content": "".join(parts)})
     for message in body["messages"]:
         role, content = message["role"], message["content"]
+        if role == "system":
+            text = _inline_system_text(content)
+            if text is not None and not merge_inline_system:
+                turns.append({"role": "system", "content": text})
+            continue
         if isinstance(content, str):
             turns.append({"role": role, "content": content})
             continue
