@@ -43,10 +43,11 @@ _MAX_TEMP_FLOOR = 1e-2  # vLLM raises tiny positive temperatures to this
 
 
 def request_id_suffix(header_id: str | None, body_id: Any) -> str:
-    """X-Request-Id header, else body request_id, else random (vLLM's order)."""
-    if header_id:
+    """X-Request-Id header, else body request_id, else random (vLLM's order, RENDER-037): a header or body id that is
+    present is used verbatim, even empty, as vLLM's ``_base_request_id`` does."""
+    if header_id is not None:
         return header_id
-    if isinstance(body_id, str) and body_id:
+    if isinstance(body_id, str):
         return body_id
     return secrets.token_hex(8)
 
@@ -134,11 +135,17 @@ class Renderer:
         return offsets[len(offsets) - len(ids):] if encoded[len(encoded) - len(ids):] == ids else None
 
     def _check_length(self, ids: list[int], truncate: int | None) -> list[int]:
+        """The prompt after truncate_prompt_tokens (k keeps the last k ids, -1 the context's worth, 0 none), refused
+        when it is empty or longer than the context; a truncation past the context is refused first (vLLM)."""
+        if truncate is not None and truncate > self.config.max_model_len:
+            raise bad_request(f"truncate_prompt_tokens={truncate} cannot be greater than max_model_len = "
+                              f"{self.config.max_model_len}. Please request a smaller truncation size. "
+                              f"(parameter=truncate_prompt_tokens, value={truncate})", param="truncate_prompt_tokens")
+        if truncate is not None:
+            keep = self.config.max_model_len if truncate == -1 else truncate
+            ids = ids[len(ids) - keep:] if keep else []
         if not ids:
             raise bad_request("The rendered prompt is empty: there is nothing to generate from.")
-        if truncate is not None and truncate != 0:
-            keep = self.config.max_model_len if truncate == -1 else truncate
-            ids = ids[-keep:]
         if len(ids) > self.config.max_model_len:
             raise bad_request(
                 f"This model's maximum context length is {self.config.max_model_len} tokens. However, your "
@@ -170,7 +177,7 @@ class Renderer:
             raise bad_request(f"{field}={requested} cannot be greater than max_model_len={self.config.max_model_len}."
                               f" Please request fewer output tokens. (parameter={field}, value={requested})",
                               param=field)
-        if requested is None and not chat and "max_tokens" not in body:
+        if requested is None and not chat:  # absent or null: OpenAI's 16, as vLLM reads a null (RENDER-044)
             requested = 16
         room = self.config.max_model_len - prompt_len
         caps = [room] + [c for c in (requested, defaults.get("max_tokens")) if c is not None]
@@ -250,6 +257,8 @@ class Renderer:
     def render_chat(self, body: dict[str, Any], id_suffix: str, *, check_tool_choice: bool = True,
                     hoist: bool = True) -> dict[str, Any]:
         _check_common(body)
+        if check_tool_choice:
+            body = self._tool_usage(body)
         token_native.output_format(body, chat=True)  # contradictory output flags: 400 before any work
         pinned = body.get("tokenizer_version") is not None or token_native.has_blocks(body["messages"])
         if pinned:
@@ -276,6 +285,32 @@ class Renderer:
             out["tokenizer_version"] = self.tokenizer_version  # TOKNAT-008; engines ignore unknown keys
         return self._hoist_transfer_params(out) if hoist else out
 
+    def _tool_usage(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A chat request's tools and tool_choice checked as vLLM's request model checks them. An empty tools list is
+        no tools since 0.34 ("auto" and "required" then become "none"; a named choice still needs its tool), and a
+        400 before (RENDER-043); a tool_choice other than "none" needs tools."""
+        tools, choice = body.get("tools"), body.get("tool_choice")
+        if tools == []:
+            if self.config.api_generation == "0.33":
+                raise bad_request("`tools` must not be an empty array. Either provide at least one tool or omit the "
+                                  "field entirely. (parameter=tools)", param="tools")
+            if not isinstance(choice, dict):
+                body = {**body, "tools": None}
+                if choice in ("auto", "required"):
+                    body["tool_choice"] = choice = "none"
+                tools = None
+        if choice is None or choice == "none":
+            return body
+        if tools is None:
+            raise bad_request("When using `tool_choice`, `tools` must be set. (parameter=tool_choice)",
+                              param="tool_choice")
+        if isinstance(choice, dict):
+            name = (choice.get("function") or {}).get("name") if isinstance(choice.get("function"), dict) else None
+            if not any(isinstance(t, dict) and (t.get("function") or {}).get("name") == name for t in tools):
+                raise bad_request(f"The tool `{name}` specified in `tool_choice` does not match any of the specified "
+                                  "`tools` (parameter=tool_choice)", param="tool_choice")
+        return body
+
     # -- the other dialects (harness/frontend/dialects.py) -----------------------------------------------------
 
     def render_messages(self, body: dict[str, Any], header_id: str | None,
@@ -298,7 +333,8 @@ class Renderer:
                 raise bad_request(f'tool_choice=function "{choice["function"]["name"]}" requires --tool-call-parser '
                                   "to be set")
         # vLLM's Messages render leaves the transfer parameters in extra_args (0.33 and 0.34 hoist them elsewhere)
-        out = self.render_chat(chat, header_id or secrets.token_hex(8), check_tool_choice=False, hoist=False)
+        suffix = header_id if header_id is not None else secrets.token_hex(8)  # a present header verbatim, as chat
+        out = self.render_chat(chat, suffix, check_tool_choice=False, hoist=False)
         out["parse_context"] = {**out["parse_context"], "tool_choice": choice}
         return out
 
@@ -376,11 +412,20 @@ _STRUCTURED_DEFAULTS: dict[str, Any] = {
 }
 
 
+#: The constraint kinds of StructuredOutputsParams, of which a request names exactly one.
+_CONSTRAINTS = ("json", "regex", "choice", "grammar", "json_object", "structural_tag")
+
+
 def _structured_outputs(body: dict[str, Any]) -> dict[str, Any] | None:
     """The generation constraint of a request: ``structured_outputs`` as given, else ``response_format``
     (json_object, or json_schema's schema). ``tool_choice`` constraints are not derived here (a known gap)."""
     given = body.get("structured_outputs")
-    if isinstance(given, dict) and given:
+    if isinstance(given, dict):  # exactly one constraint, as vLLM's StructuredOutputsParams demands (RENDER-042)
+        constraints = [k for k in _CONSTRAINTS if given.get(k) is not None]
+        if len(constraints) != 1:
+            raise bad_request("You must use one kind of structured outputs constraint but "
+                              f"{'none are' if not constraints else 'multiple are'} specified: {given}",
+                              param="structured_outputs")
         return {**_STRUCTURED_DEFAULTS, **given}
     response_format = body.get("response_format")
     if isinstance(response_format, dict):
@@ -413,16 +458,18 @@ def parse_context(body: dict[str, Any]) -> dict[str, Any]:
 def template_kwargs(body: dict[str, Any]) -> dict[str, Any]:
     """The chat template's keyword arguments, merged as vLLM merges them.
 
-    The request's ``chat_template_kwargs`` first, then its own fields on top (a field that is null or
-    "auto" leaves the kwarg alone); ``reasoning_effort`` also sets ``enable_thinking`` (off for "none")
-    unless the request's kwargs already say.
+    The request's ``chat_template_kwargs`` first, less the entries whose value is null or "auto" (vLLM merges them
+    over its server defaults, which drops such values: RENDER-039), then its own fields on top (a field that is null
+    or "auto" leaves the kwarg alone); ``reasoning_effort`` also sets ``enable_thinking`` (off for "none") unless the
+    request's kwargs already say.
     """
-    user = dict(body.get("chat_template_kwargs") or {})
+    given = body.get("chat_template_kwargs") or {}
+    user = {k: v for k, v in given.items() if v is not None and v != "auto"}
     add_generation = body.get("add_generation_prompt", True)
     own: dict[str, Any] = {"add_generation_prompt": True if add_generation is None else add_generation,
                            "continue_final_message": bool(body.get("continue_final_message")),
                            "documents": body.get("documents"), "reasoning_effort": body.get("reasoning_effort")}
-    if body.get("reasoning_effort") is not None and "enable_thinking" not in user:
+    if body.get("reasoning_effort") is not None and "enable_thinking" not in given:
         own["enable_thinking"] = body["reasoning_effort"] != "none"
     return user | {k: v for k, v in own.items() if v is not None and v != "auto"}
 

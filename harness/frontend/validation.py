@@ -48,7 +48,11 @@ _SAMPLING_FIELDS: dict[str, Any] = {
     "vllm_xargs": _opt({"type": "object"}), "kv_transfer_params": _opt({"type": "object"}),
     "ec_transfer_params": _opt({"type": "object"}), "add_special_tokens": _opt(_BOOL),
 }
-_STOP = _opt({"anyOf": [_STR, {"type": "array", "items": _STR}]})
+_STOP = _opt({"anyOf": [_STR, {"type": "array", "items": _STR, "maxItems": 4}]})  # at most four strings (vLLM)
+#: seed and priority of a chat or completions request are signed 64-bit (vLLM's request models; RENDER-042), where a
+#: generate request's seed only has to fit msgpack.
+_INT64 = {"type": "integer", "minimum": -(2 ** 63), "maximum": 2 ** 63 - 1}
+_OPENAI_INT64 = {"seed": _opt(_INT64), "priority": _opt(_INT64)}
 
 _CONTENT_PART = {"type": "object", "required": ["type"], "properties": {"type": _STR}}
 _MESSAGE = {
@@ -71,7 +75,7 @@ _TOOL = {"type": "object", "required": ["function"], "properties": {
 CHAT_REQUEST = {
     "type": "object", "required": ["messages"],
     "properties": {
-        **_SAMPLING_FIELDS,
+        **_SAMPLING_FIELDS, **_OPENAI_INT64,
         "messages": {"type": "array", "items": _CHAT_MESSAGE},
         "stop": {"anyOf": [_STR, {"type": "array", "items": _STR, "maxItems": 4}, {"type": "null"}]},
         "max_completion_tokens": _opt(_INT), "logprobs": _opt(_BOOL),
@@ -87,7 +91,7 @@ CHAT_REQUEST = {
 COMPLETION_REQUEST = {
     "type": "object", "required": ["prompt"],
     "properties": {
-        **_SAMPLING_FIELDS,
+        **_SAMPLING_FIELDS, **_OPENAI_INT64,
         "prompt": {"anyOf": [_STR, {"type": "array", "items": _STR},
                              {"type": "array", "items": {"type": "integer", "minimum": 0}},
                              {"type": "array", "items": _IDS}]},
