@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import secrets
 import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -222,6 +223,76 @@ def _drop_default_params(answer: Any, request: Any) -> None:
             del params["n"]
         if params.get("top_k") == 0:
             del params["top_k"]
+
+
+def _random_request_ids(answer: Any, request: Any) -> None:
+    requests = list(generate_requests(answer))
+    base = secrets.token_hex(8)
+    for i, generate_request in enumerate(requests):
+        prefix = str(generate_request.get("request_id") or "").split("-", 1)[0]
+        generate_request["request_id"] = f"{prefix}-{base}" + (f"-{i}" if len(requests) > 1 else "")
+
+
+def _merge_inline_system(request: dict[str, Any]) -> None:
+    inline = [m for m in request.get("messages") or [] if isinstance(m, dict) and m.get("role") == "system"]
+    if not inline:
+        return
+    texts = [m["content"] if isinstance(m.get("content"), str) else "".join(
+        b.get("text", "") for b in m.get("content") or [] if isinstance(b, dict) and b.get("type") == "text")
+        for m in inline]
+    system = request.get("system")
+    lead = system if isinstance(system, str) else "".join(
+        b.get("text", "") for b in system or [] if isinstance(b, dict) and b.get("type") == "text")
+    request["system"] = lead + "".join(texts)
+    request["messages"] = [m for m in request["messages"] if m not in inline]
+
+
+def _reasoning_kwargs_from_defaults(answer: Any, request: Any) -> None:
+    kwargs = answer.get("reasoning_parser_kwargs") if isinstance(answer, dict) else None
+    if isinstance(kwargs, dict):
+        kwargs["chat_template_kwargs"] = {"add_generation_prompt": True, "continue_final_message": False}
+
+
+def _reasoning_ended_from_the_request(answer: Any, request: Any) -> None:
+    if isinstance(answer, dict) and isinstance(answer.get("reasoning_ended"), bool):
+        answer["reasoning_ended"] = isinstance(request, dict) and request.get("include_reasoning") is False
+
+
+def _drop_empty_collections(answer: Any, request: Any) -> None:
+    for params in sampling(answer):
+        for name in [k for k, v in params.items() if v == [] or v == {}]:
+            del params[name]
+
+
+#: (field, lowest, highest) a lenient frontend clamps a sampling value into instead of refusing it
+_CLAMPED = (("temperature", 0.0, 2.0), ("top_p", 1e-6, 1.0), ("top_k", -1, None), ("min_p", 0.0, 1.0),
+            ("presence_penalty", -2.0, 2.0), ("frequency_penalty", -2.0, 2.0), ("repetition_penalty", 1e-6, None),
+            ("n", 1, None), ("max_tokens", 1, None), ("min_tokens", 0, None), ("seed", -(2 ** 63), 2 ** 63 - 1),
+            ("priority", -(2 ** 63), 2 ** 63 - 1), ("stream_interval", 1, None), ("prompt_logprobs", -1, None),
+            ("thinking_token_budget", -1, None), ("top_logprobs", -1, None))
+
+
+def _clamp_into_range(request: dict[str, Any]) -> None:
+    for name, low, high in _CLAMPED:
+        value = request.get(name)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            value = max(low, value) if low is not None else value
+            request[name] = min(high, value) if high is not None else value
+
+
+def _refuse_empty_tools(path: str, body: bytes) -> bytes | Reply:
+    request = parse(body)
+    if path == CHAT_RENDER and isinstance(request, dict) and request.get("tools") == []:
+        return Reply.of_json(400, {"error": {"message": "`tools` must not be an empty array.", "type":
+                                             "BadRequestError", "param": "tools", "code": 400}})
+    return body
+
+
+def _null_as_zero(request: dict[str, Any]) -> None:
+    for name in ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty", "seed",
+                 "max_tokens", "max_completion_tokens", "n", "thinking_token_budget", "truncate_prompt_tokens"):
+        if name in request and request[name] is None:
+            request[name] = 0
 
 
 def _drop_system(request: dict[str, Any]) -> None:
@@ -854,6 +925,37 @@ CATALOGUE: tuple[Defect, ...] = (
     Defect("render-first-prompt-only", "render", ("RENDER-002",),
            "a batched completions prompt answered for its first element only",
            on_response=edit_answer((COMPLETIONS_RENDER,), _first_prompt_only)),
+    Defect("render-request-id-random", "render", ("RENDER-037",),
+           "a render server that always draws a fresh random request id (Aphrodite 0.24.1), so the client's "
+           "X-Request-Id or request_id never reaches the engine's logs or abort",
+           on_response=edit_answer(RENDERS, _random_request_ids)),
+    Defect("messages-render-merges-inline-system", "render", ("RENDER-038",),
+           "an Anthropic converter that always merges inline system messages into the leading system prompt, even "
+           "for a template that renders them in place (a probe that reads only a --chat-template override)",
+           on_request=edit_request((MESSAGES_RENDER,), _merge_inline_system)),
+    Defect("render-reasoning-kwargs-from-defaults", "render", ("RENDER-039",),
+           "reasoning_parser_kwargs built from the server's default template arguments, not the request's, so the "
+           "engine's reasoning parser thinks a thinking-off request still reasons",
+           on_response=edit_answer((CHAT_RENDER,), _reasoning_kwargs_from_defaults)),
+    Defect("render-reasoning-ended-ignores-prompt", "render", ("RENDER-040",),
+           "reasoning_ended set from include_reasoning alone, never from the parser's look at the prompt, so a "
+           "thinking-off request has its structured outputs held back for a reasoning block that never comes",
+           on_response=edit_answer((CHAT_RENDER,), _reasoning_ended_from_the_request)),
+    Defect("render-drops-empty-collections", "render", ("RENDER-041",),
+           "a serializer that omits empty lists and maps (omitempty), so allowed_token_ids [] (nothing allowed) "
+           "reaches the engine as unset (everything allowed)",
+           on_response=edit_answer(RENDERS, _drop_empty_collections)),
+    Defect("render-clamps-out-of-range", "render", ("RENDER-042",),
+           "a lenient frontend that clamps out-of-range sampling values into range instead of refusing them",
+           on_request=edit_request(RENDERS, _clamp_into_range)),
+    Defect("render-refuses-empty-tools", "render", ("RENDER-043",),
+           "a chat render that refuses an empty tools list as vLLM 0.33 and earlier did, where 0.34 reads it as no "
+           "tools",
+           on_request=_refuse_empty_tools),
+    Defect("render-null-as-zero", "render", ("RENDER-044",),
+           "a frontend that decodes a null number into its zero value (Go's), so temperature null is greedy and "
+           "max_tokens null is refused",
+           on_request=edit_request(RENDERS, _null_as_zero)),
     # generate
     Defect("generate-overshoots-max-tokens", "generate", ("GENERATE-005",),
            "an engine that uses its own max_tokens default instead of the request's",
