@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import re
 from typing import NoReturn
 
 import pytest
@@ -323,6 +324,37 @@ def test_a_parsed_call_turns_stop_into_tool_calls_unless_a_function_is_named(api
         f" finish_reason {finish!r}, not {wanted!r}"
 
 
+#: The ids a coupled vLLM server gives tool calls: chatcmpl-tool-<hex> (make_tool_call_id's random form), or Kimi
+#: K2's functions.<name>:<index>.
+COUPLED_TOOL_CALL_ID = re.compile(r"chatcmpl-tool-[0-9a-f]+|functions\.[^:\s]+:\d+")
+
+
+@pytest.mark.req("DERENDER-032")
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_tool_call_ids_take_the_coupled_servers_form(api, target, codec, capabilities, streamed) -> None:
+    """A client (or a proxy routing tool results) that works with a coupled server's ids works with derender's."""
+    cases = tool_call_shapes(capabilities)
+    if not cases:
+        not_tested("specs/parsers.yaml specifies no tool call for the target's parser configuration")
+    shape, variant = cases[0]
+    request = derender_request(capabilities, target.model, variant)
+    ids = codec.encode(shapes()[shape])
+    if streamed:
+        chunk = {"request_id": "tokenspec-stream", "choices": [{"index": 0, "token_ids": ids, "finish_reason": "stop"}]}
+        body = {"model": target.model, "stream": True, "generate_chunk": chunk, "stream_state": None,
+                "prompt_tokens": 3, "prompt_token_ids": [1, 2, 3], "chat_request": request}
+        calls = [c for ch in api.post_ok(CHAT, body)["chunk"]["choices"] for c in (ch.get("delta") or {}).get(
+            "tool_calls") or []]
+    else:
+        body = chat_derender(target.model, generate_response(choice(ids)), chat_request=request)
+        calls = api.post_ok(CHAT, body)["choices"][0]["message"].get("tool_calls") or []
+    named = [c.get("id") for c in calls if c.get("id") is not None]
+    assert named, f"[DERENDER-032] {shape!r} gave no tool call with an id: {calls}"
+    odd = [i for i in named if not isinstance(i, str) or not COUPLED_TOOL_CALL_ID.fullmatch(i)]
+    assert not odd, (f"[DERENDER-032] tool call ids {odd} are not chatcmpl-tool-<hex> (or Kimi K2's"
+                     " functions.<name>:<index>) as a coupled server's are")
+
+
 @pytest.mark.req("DERENDER-026")
 def test_parsed_tool_calls_carry_unique_ids(api, target, codec, capabilities) -> None:
     """Every shape the target's tool parser turns into tool calls (two-tools among them) gives each call an id."""
@@ -536,6 +568,58 @@ def test_a_stop_string_inside_min_tokens_does_not_count(api, target, codec) -> N
         f"[DERENDER-030] stop 'two' with min_tokens {len(head)} over 'one two one two': the first 'two' ends inside "
         f"the first min_tokens tokens; expected 'one two one ' and 'two', got {got['text']!r} and "
         f"{got.get('stop_reason')!r}")
+
+
+@pytest.mark.req("DERENDER-033")
+@pytest.mark.parametrize("path", [CHAT, COMPLETIONS], ids=["chat", "completions"])
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_an_id_the_tokenizer_lacks_is_no_text(api, target, codec, path, streamed) -> None:
+    """An engine may sample a padded row of the model's vocabulary; the coupled detokenizer gives it no text and
+    counts it, and so must derender. The ids: the first past the tokenizer's (when the folder says where that is)
+    and one far past any vocabulary. A negative id is no id at all."""
+    odd = [i for i in (codec.tokenizer_size, 1 << 20) if i is not None]
+    head, tail = codec.encode("Hello"), codec.encode(" there")
+    ids = head + odd + tail
+    expected = codec.decode(head + tail)
+    if streamed:
+        usage = {"prompt_tokens": 3, "completion_tokens": len(ids), "total_tokens": 3 + len(ids)}
+        chunk = {"request_id": "tokenspec-stream", "usage": usage,
+                 "choices": [{"index": 0, "token_ids": ids, "finish_reason": "length"}]}
+        body = {"model": target.model, "stream": True, "generate_chunk": chunk, "stream_state": None,
+                "prompt_tokens": 3, "prompt_token_ids": [1, 2, 3]}
+        body.update({"chat_request": plain_chat_request(target.model)} if path == CHAT else
+                    {"completion_request": {"model": target.model, "prompt": "Hello"}})
+        out = api.post_ok(path, body)["chunk"]
+        got = "".join(visible_text(c.get("delta") or {}) if path == CHAT else c.get("text") or ""
+                      for c in out["choices"])
+    else:
+        ch = choice(ids, finish_reason="length")
+        body = (chat_derender(target.model, generate_response(ch)) if path == CHAT
+                else completions_derender(target.model, [generate_response(ch)]))
+        out = api.post_ok(path, body)
+        got = visible_text(out["choices"][0]["message"]) if path == CHAT else out["choices"][0]["text"]
+    assert got == expected, f"[DERENDER-033] ids {odd} between {head} and {tail}: text {got!r}, not {expected!r}"
+    assert (out.get("usage") or {}).get("completion_tokens") == len(ids), (
+        f"[DERENDER-033] the ids {odd} must still count as generated: usage {out.get('usage')}")
+    ch = choice(head + [-1], finish_reason="length")
+    body = (chat_derender(target.model, generate_response(ch)) if path == CHAT
+            else completions_derender(target.model, [generate_response(ch)]))
+    resp = api.post(path, body)
+    assert resp.status_code == 400, f"[DERENDER-033] a negative id answered {resp.status_code}: {resp.text[:200]}"
+
+
+@pytest.mark.req("DERENDER-034")
+@pytest.mark.parametrize("path", [CHAT, COMPLETIONS], ids=["chat", "completions"])
+def test_a_generate_answer_without_choices_derenders_to_none(api, target, path) -> None:
+    """A generate answer with no choices (its usage-only tail) derenders to an answer with none, its usage intact."""
+    body = (chat_derender(target.model, generate_response(), prompt_tokens=4) if path == CHAT
+            else completions_derender(target.model, [generate_response()]))
+    out = api.post_ok(path, body)
+    prompt = 4 if path == CHAT else 3
+    assert out["choices"] == [], f"[DERENDER-034] choices [] derendered to {out['choices']}"
+    usage = out.get("usage") or {}
+    assert (usage.get("prompt_tokens"), usage.get("completion_tokens"), usage.get("total_tokens")) == (
+        prompt, 0, prompt), f"[DERENDER-034] usage of a prompt of {prompt} and no choices: {usage}"
 
 
 @pytest.mark.req("DERENDER-023")

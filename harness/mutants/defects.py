@@ -654,6 +654,31 @@ def _metrics_unchecked(body: dict[str, Any]) -> None:
             holder["metrics"] = None
 
 
+def _bare_hex_tool_call_ids(answer: Any, request: Any) -> None:
+    chunk = answer.get("chunk") if isinstance(answer, dict) else None
+    for choice in choices(answer) + choices(chunk):
+        for call in _tool_calls(choice.get("message") or choice.get("delta") or {}):
+            if isinstance(call.get("id"), str):
+                call["id"] = call["id"].removeprefix("chatcmpl-tool-")
+
+
+def _far_ids_refused(path: str, body: bytes) -> bytes | Reply:
+    request = parse(body)
+    if path in DERENDERS and isinstance(request, dict):
+        holders = [request.get("generate_response"), request.get("generate_chunk"),
+                   *(request.get("generate_responses") or [])]
+        if any(i >= 1 << 20 for h in holders for c in choices(h) for i in c.get("token_ids") or []
+               if isinstance(i, int)):
+            return Reply.of_json(400, {"error": {"message": "token id out of vocabulary", "type": "BadRequestError",
+                                                 "param": None, "code": 400}})
+    return body
+
+
+def _no_usage_without_choices(answer: Any, request: Any) -> None:
+    if isinstance(answer, dict) and answer.get("choices") == []:
+        answer["usage"] = None
+
+
 def _empty_tool_call_ids(message: dict[str, Any]) -> None:
     for call in _tool_calls(message):
         call["id"] = ""
@@ -1122,6 +1147,15 @@ CATALOGUE: tuple[Defect, ...] = (
     Defect("derender-metrics-unchecked", "derender", ("DERENDER-031",),
            "metrics are never validated: a timing that is not a number is dropped instead of refused",
            on_request=edit_request(DERENDERS, _metrics_unchecked)),
+    Defect("derender-bare-hex-tool-call-ids", "derender", ("DERENDER-032",),
+           "tool call ids are bare hex, not the coupled server's chatcmpl-tool-<hex> (vLLM 0.32's whole derender)",
+           on_response=edit_answer((CHAT_DERENDER,), _bare_hex_tool_call_ids)),
+    Defect("derender-refuses-padded-ids", "derender", ("DERENDER-033",),
+           "an id the tokenizer lacks is refused, so a split deployment fails where the coupled one answered",
+           on_request=_far_ids_refused),
+    Defect("derender-no-usage-without-choices", "derender", ("DERENDER-034",),
+           "a generate answer without choices derenders without usage",
+           on_response=edit_answer(DERENDERS, _no_usage_without_choices, stream=False)),
     Defect("derender-empty-tool-call-id", "derender", ("DERENDER-026",),
            "tool calls get an empty id, so the client cannot answer them",
            on_response=edit_answer((CHAT_DERENDER,), _all_messages_edit(_empty_tool_call_ids), stream=False)),
