@@ -114,6 +114,36 @@ def test_completions_text_equals_the_decoded_ids(api, target, codec, text) -> No
     assert out["choices"][0]["text"] == text
 
 
+@pytest.mark.req("DERENDER-035")
+@pytest.mark.parametrize("path", [CHAT, COMPLETIONS], ids=["chat", "completions"])
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+@given(text=strategies.text)
+def test_derendered_text_encodes_back_to_the_ids(api, target, codec, path, streamed, text) -> None:
+    """Decoded after the prompt it followed, an output's text is the text those ids were made from, so encoding it
+    gives the ids back (vLLM's own derender tests check both, a Metaspace tokenizer's leading space included)."""
+    prompt = codec.encode("Hello, who are you?")
+    ids = codec.encode(text)
+    assume(ids and codec.decode(ids) == text and codec.decode(prompt + ids) == codec.decode(prompt) + text)
+    ch = {"index": 0, "token_ids": ids, "finish_reason": "length"}
+    if streamed:
+        body = {"model": target.model, "stream": True, "stream_state": None, "prompt_tokens": len(prompt),
+                "prompt_token_ids": prompt, "generate_chunk": {"request_id": "tokenspec-stream", "choices": [ch]}}
+        body.update({"chat_request": plain_chat_request(target.model)} if path == CHAT else
+                    {"completion_request": {"model": target.model, "prompt": "Hello, who are you?"}})
+        out = api.post_ok(path, body)["chunk"]["choices"][0]
+        got = visible_text(out.get("delta") or {}) if path == CHAT else out.get("text") or ""
+    elif path == CHAT:
+        body = chat_derender(target.model, generate_response(ch), prompt_tokens=len(prompt))
+        body["prompt_token_ids"] = prompt
+        got = visible_text(api.post_ok(CHAT, body)["choices"][0]["message"])
+    else:
+        body = completions_derender(target.model, [generate_response(ch)], prompt_token_ids=[prompt])
+        got = api.post_ok(COMPLETIONS, body)["choices"][0]["text"]
+    assert (got, codec.encode(got)) == (text, ids), (
+        f"[DERENDER-035] ids {ids} after the prompt {prompt}: derendered {got!r}, which encodes to "
+        f"{codec.encode(got)}; expected {text!r}")
+
+
 @pytest.mark.req("DERENDER-008", "ERROR-012")
 def test_token_ids_longer_than_context_rejected(api, target, max_model_len) -> None:
     body = chat_derender(target.model, generate_response(choice([5] * (max_model_len + 1))))

@@ -679,6 +679,16 @@ def _no_usage_without_choices(answer: Any, request: Any) -> None:
         answer["usage"] = None
 
 
+def _leading_space_dropped(answer: Any, request: Any) -> None:
+    chunk = answer.get("chunk") if isinstance(answer, dict) else None
+    first = not (isinstance(request, dict) and request.get("stream_state"))
+    for choice in choices(answer) + (choices(chunk) if first else []):
+        holder = choice.get("message") or choice.get("delta") or choice
+        for key in ("content", "text"):
+            if isinstance(holder.get(key), str):
+                holder[key] = holder[key].removeprefix(" ")
+
+
 def _empty_tool_call_ids(message: dict[str, Any]) -> None:
     for call in _tool_calls(message):
         call["id"] = ""
@@ -1156,6 +1166,10 @@ CATALOGUE: tuple[Defect, ...] = (
     Defect("derender-no-usage-without-choices", "derender", ("DERENDER-034",),
            "a generate answer without choices derenders without usage",
            on_response=edit_answer(DERENDERS, _no_usage_without_choices, stream=False)),
+    Defect("derender-first-token-out-of-context", "derender", ("DERENDER-035",),
+           "the first output token is decoded without the prompt before it, so a leading space is lost (a Metaspace"
+           " tokenizer's decode strips it)",
+           on_response=edit_answer(DERENDERS, _leading_space_dropped)),
     Defect("derender-empty-tool-call-id", "derender", ("DERENDER-026",),
            "tool calls get an empty id, so the client cannot answer them",
            on_response=edit_answer((CHAT_DERENDER,), _all_messages_edit(_empty_tool_call_ids), stream=False)),
