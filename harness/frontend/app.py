@@ -43,10 +43,11 @@ def create_app(config: FrontendConfig) -> Starlette:
         return JSONResponse({"version": VERSION})
 
     async def openapi(request: Request) -> Response:
-        methods = {"/v1/models": "get", "/health": "get", "/version": "get", "/openapi.json": "get"}
-        paths = {p: {methods.get(p, "post"): {"responses": {"200": {"description": "OK"}}}} for p in PATHS}
-        return JSONResponse({"openapi": "3.1.0", "info": {"title": "tokenspec reference frontend",
-                                                          "version": VERSION}, "paths": paths})
+        if "document" not in served:
+            served["document"] = served_spec(config, routes)
+        return JSONResponse(served["document"])
+
+    served: dict[str, Any] = {}
 
     routes = [
         Route("/v1/chat/completions/render", fe.endpoint(schemas.CHAT_REQUEST, fe.chat_render), methods=["POST"]),
@@ -80,6 +81,34 @@ def create_app(config: FrontendConfig) -> Starlette:
 
         app.add_middleware(ApiKeyGate, digests=config.api_key_digests)
     return app
+
+
+def served_spec(config: FrontendConfig, routes: list[Route]) -> dict[str, Any]:
+    """The spec this frontend is judged by, for its own routes, bundled into one document (``/openapi.json``).
+
+    The documents' operations unchanged, plus what this deployment fixes and the documents cannot: the output
+    token caps are at most max_model_len (vLLM refuses more), and with a tool or reasoning parser chat derender
+    needs chat_request (and, streamed, prompt_token_ids), as vLLM's does.
+    """
+    from tokenspec.specs.openapi import bundle
+
+    document = bundle({r.path: tuple(sorted(m.lower() for m in (r.methods or ()) if m != "HEAD")) for r in routes},
+                      title="tokenspec reference frontend", version=VERSION)
+    schemas = document["components"]["schemas"]
+    for schema, field in (("ChatCompletionRequest", "max_tokens"), ("ChatCompletionRequest", "max_completion_tokens"),
+                          ("CompletionRequest", "max_tokens"), ("ResponsesRequest", "max_output_tokens"),
+                          ("AnthropicMessagesRequest", "max_tokens")):
+        prop = schemas.get(schema, {}).get("properties", {}).get(field)
+        if prop is not None:
+            prop["maximum"] = config.max_model_len
+    if config.tool_parser or config.reasoning_parser:
+        for schema, needed in (("DerenderChatRequest", ["chat_request"]),
+                               ("DerenderChatStreamRequest", ["chat_request", "prompt_token_ids"])):
+            target = schemas[schema]
+            target["required"] = [*target.get("required", []), *needed]
+            for name in needed:
+                target["properties"][name] = {"not": {"type": "null"}, **target["properties"][name]}
+    return document
 
 
 class _AnnouncingServer(uvicorn.Server):

@@ -113,8 +113,9 @@ class Renderer:
             prompt = [prompt]
         if not prompt:
             raise bad_request("Prompt cannot be empty", param="prompt")
-        if all(isinstance(p, int) for p in prompt):
+        if all(isinstance(p, int | float) and not isinstance(p, bool) for p in prompt):
             prompt = [prompt]
+        prompt = [_token_list(p) if isinstance(p, list) else p for p in prompt]  # 5.0 is token 5, as vLLM's int
         add_special = body.get("add_special_tokens")
         add_special = True if add_special is None else add_special
         out = []
@@ -474,6 +475,11 @@ def template_kwargs(body: dict[str, Any]) -> dict[str, Any]:
     return user | {k: v for k, v in own.items() if v is not None and v != "auto"}
 
 
+def _token_list(ids: list[Any]) -> list[Any]:
+    """A token-ID list as vLLM's pydantic reads it: an integral float (``5.0``) is the int ``5``."""
+    return [int(i) if isinstance(i, float) and i.is_integer() else i for i in ids]
+
+
 def _stream_options(body: dict[str, Any]) -> dict[str, Any] | None:
     opts = body.get("stream_options")
     if opts is None:
@@ -482,12 +488,24 @@ def _stream_options(body: dict[str, Any]) -> dict[str, Any] | None:
             "continuous_usage_stats": bool(opts.get("continuous_usage_stats") or False)}
 
 
+#: Integer fields that vLLM's pydantic also accepts as integral floats (5.0 is 5); thinking_token_budget is not one.
+_INT_FIELDS = ("n", "max_tokens", "max_completion_tokens", "top_k", "seed", "min_tokens", "logprobs", "top_logprobs",
+               "prompt_logprobs", "truncate_prompt_tokens", "priority", "stream_interval")
+
+
 def _check_common(body: dict[str, Any]) -> None:
+    for name in _INT_FIELDS:  # read as vLLM's models read them, before any check or arithmetic
+        value = body.get(name)
+        if isinstance(value, float) and value.is_integer():
+            body[name] = int(value)
+    for name in ("stop_token_ids", "allowed_token_ids", "logprob_token_ids"):
+        if isinstance(body.get(name), list):
+            body[name] = _token_list(body[name])
     if body.get("use_beam_search"):
         raise bad_request("Beam search is not supported by the render endpoint")
     if body.get("stream_options") and not body.get("stream"):
         raise bad_request("Stream options can only be defined when `stream=True`.", param="stream_options")
-    if body.get("prompt_logprobs") is not None and body.get("stream"):
+    if body.get("prompt_logprobs") not in (None, 0) and body.get("stream"):  # 0 asks for none (vLLM)
         raise bad_request("`prompt_logprobs` are not available when `stream=True`.", param="prompt_logprobs")
     if body.get("top_logprobs") not in (None, 0) and body.get("logprobs") is not True:
         raise bad_request("when using `top_logprobs`, `logprobs` must be set to true.", param="top_logprobs")
