@@ -144,6 +144,30 @@ def test_derendered_text_encodes_back_to_the_ids(api, target, codec, path, strea
         f"{codec.encode(got)}; expected {text!r}")
 
 
+@pytest.mark.req("DERENDER-036")
+@pytest.mark.parametrize("missing", ["chat_request", "streamed-chat_request", "streamed-prompt_token_ids"])
+def test_a_parser_needs_the_request_it_parses_for(api, target, codec, capabilities, missing) -> None:
+    """With a parser configured, decoding without the chat request (or, streamed, without the prompt) would leak
+    raw markup into content or split it wrongly; the server must say so instead."""
+    configured = {k: v for k, v in capabilities.parsers.items() if v}
+    if not configured:
+        unsupported("the target runs no tool or reasoning parser: a body without chat_request is plain decoding")
+    ids = codec.encode("Hello there")
+    if missing == "chat_request":
+        body = chat_derender(target.model, generate_response(choice(ids)))
+        body.pop("chat_request", None)
+    else:
+        body = {"model": target.model, "stream": True, "stream_state": None, "prompt_tokens": 3,
+                "prompt_token_ids": [1, 2, 3], "chat_request": plain_chat_request(target.model),
+                "generate_chunk": {"request_id": "tokenspec-stream",
+                                   "choices": [{"index": 0, "token_ids": ids, "finish_reason": None}]}}
+        body.pop(missing.removeprefix("streamed-"))
+    resp = api.post(CHAT, body)
+    assert resp.status_code == 400, (
+        f"[DERENDER-036] parsers {configured}, a chat derender without {missing.removeprefix('streamed-')}"
+        f"{' (streamed)' if missing.startswith('streamed') else ''} answered {resp.status_code}: {resp.text[:200]}")
+
+
 @pytest.mark.req("DERENDER-008", "ERROR-012")
 def test_token_ids_longer_than_context_rejected(api, target, max_model_len) -> None:
     body = chat_derender(target.model, generate_response(choice([5] * (max_model_len + 1))))

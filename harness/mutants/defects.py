@@ -416,6 +416,14 @@ def _drop_done(path: str, request: Any, event: Any) -> list[Any]:
     return [] if path == GENERATE and event == "[DONE]" else [event]
 
 
+def _error_as_text_then_cut(path: str, request: Any, event: Any) -> list[Any]:
+    if path != GENERATE:
+        return [event]
+    if event == "[DONE]":
+        return []
+    return [event, {"error": "engine step failed"}] if choices(event) else [event]
+
+
 def _repeat_first(event: dict[str, Any], index: int) -> list[Any]:
     return [event, event] if index == 0 else [event]
 
@@ -687,6 +695,13 @@ def _leading_space_dropped(answer: Any, request: Any) -> None:
         for key in ("content", "text"):
             if isinstance(holder.get(key), str):
                 holder[key] = holder[key].removeprefix(" ")
+
+
+def _missing_chat_request_guessed(body: dict[str, Any]) -> None:
+    if "generate_response" in body or "generate_chunk" in body and "completion_request" not in body:
+        body.setdefault("chat_request", {"model": body.get("model"), "messages": [{"role": "user", "content": ""}]})
+        if body.get("stream") and body.get("prompt_token_ids") is None:
+            body["prompt_token_ids"] = [0]
 
 
 def _empty_tool_call_ids(message: dict[str, Any]) -> None:
@@ -1019,6 +1034,10 @@ CATALOGUE: tuple[Defect, ...] = (
     Defect("generate-stream-no-done", "generate", ("STREAM-001",),
            "the SSE stream ends without the [DONE] sentinel",
            on_event=_drop_done, needs=("engine",)),
+    Defect("generate-stream-error-not-an-error-object", "generate", ("STREAM-006",),
+           "an engine step that fails mid-stream is reported as a bare message and the connection closes without"
+           " [DONE], so a client cannot tell a failure from a cut",
+           on_event=_error_as_text_then_cut, needs=("engine",)),
     Defect("generate-stream-repeats-chunk", "generate", ("STREAM-003",),
            "a retry in the streaming loop sends the first chunk twice",
            on_event=each_event(_repeat_first), needs=("engine",)),
@@ -1170,6 +1189,10 @@ CATALOGUE: tuple[Defect, ...] = (
            "the first output token is decoded without the prompt before it, so a leading space is lost (a Metaspace"
            " tokenizer's decode strips it)",
            on_response=edit_answer(DERENDERS, _leading_space_dropped)),
+    Defect("derender-guesses-missing-chat-request", "derender", ("DERENDER-036",),
+           "a chat derender without chat_request (or, streamed, without prompt_token_ids) is decoded as if the"
+           " request had been empty, so the parsers run without the tools and template they read",
+           on_request=edit_request((CHAT_DERENDER,), _missing_chat_request_guessed)),
     Defect("derender-empty-tool-call-id", "derender", ("DERENDER-026",),
            "tool calls get an empty id, so the client cannot answer them",
            on_response=edit_answer((CHAT_DERENDER,), _all_messages_edit(_empty_tool_call_ids), stream=False)),

@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 
 from tokenspec.core.transport import EXHAUSTED, RETRY_STATUSES, Transport
+from tokenspec.specs.openapi import component_validator
 from tokenspec.suite.engine.checks import note_check
 from tokenspec.suite.engine.gating import not_tested
 from tokenspec.suite.oracles.schemas import SchemaViolation, validate_response
@@ -193,6 +194,8 @@ class SuiteClient:
                         done = True
                         break
                     event = json.loads(data)
+                    if isinstance(event, dict) and "error" in event and "choices" not in event:
+                        _failed_midway(path, event, resp.iter_lines())
                     if self.validate:
                         problems = validate_response("POST", path, 200, event, content_type="text/event-stream")
                         if problems:
@@ -202,6 +205,19 @@ class SuiteClient:
         except httpx.TimeoutException:
             raise AssertionError(f"streaming POST {self.base_url}{path} timed out after {self.timeout:.0f}s") from None
         assert done, f"stream of POST {path} ended without `data: [DONE]`"
+
+
+def _failed_midway(path: str, event: dict[str, Any], rest: Iterator[str]) -> None:
+    """A stream that failed after it started must say so in the stream: the error object as a ``data:`` event, then
+    ``[DONE]`` and nothing else (STREAM-006). Checked on every stream read, since no client input provokes it."""
+    problems = [e.message for e in component_validator("ErrorResponse").iter_errors(event)]
+    after = [line[5:].strip() for line in rest if line.startswith("data:")]
+    if problems or after[:1] != ["[DONE]"] or len(after) > 1:
+        shape = "is not the error object: " + "; ".join(problems[:2]) if problems else "is well formed"
+        raise AssertionError(f"[STREAM-006] POST {path} failed after the stream started: the error event"
+                             f" {json.dumps(event)[:300]} {shape}, and the events after it are {after[:3]} where"
+                             " only [DONE] belongs")
+    raise AssertionError(f"POST {path} failed after the stream started: {json.dumps(event['error'])[:300]}")
 
 
 def _not_throttled(method: str, url: str, resp: httpx.Response) -> None:
