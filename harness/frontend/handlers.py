@@ -114,8 +114,8 @@ class Frontend:
 
     def tokenize(self, body: dict[str, Any], request: Request) -> Any:
         self.check_model(body)
-        if "messages" in body:  # exactly chat render's prompt (UTIL-002)
-            ids = self.renderer.chat_prompt_ids(body)
+        if "messages" in body:  # exactly chat render's prompt (UTIL-002); vLLM's tokenize checks no tool_choice
+            ids = self.renderer.chat_prompt_ids(body, check_tool_choice=False)
         else:
             add_special = body.get("add_special_tokens", True) is not False
             ids = self.model.encode(body["prompt"], add_special_tokens=add_special)
