@@ -748,3 +748,59 @@ def test_null_field_renders_as_an_absent_one(api, target, path) -> None:
     if wrong:
         api.post(path, {**base, next(iter(wrong)): None})  # the report's curl replays a failing request
     assert not wrong, f"[RENDER-044] fields sent as null rendered unlike the request without them: {wrong}"
+
+
+@pytest.mark.req("RENDER-011")
+@pytest.mark.parametrize("field", ["max_tokens", "max_completion_tokens"])
+def test_max_tokens_above_the_room_is_lowered_to_it(api, target, max_model_len, field) -> None:
+    """A value inside the context but past what the prompt leaves is not an error: render lowers it to the room,
+    as it does every value (RENDER-041 holds the context length itself, RENDER-042 one past it)."""
+    prompt = api.post_ok(CHAT, chat_request(target.model, max_tokens=1))["token_ids"]
+    room = max_model_len - len(prompt)
+    if room < 1:
+        not_tested(f"the {len(prompt)}-token prompt leaves no room in a {max_model_len}-token context")
+    asked = min(room + 2, max_model_len)
+    out = api.post_ok(CHAT, chat_request(target.model, **{field: asked}))
+    got = out["sampling_params"].get("max_tokens")
+    assert got == room, (f"[RENDER-011] {field} {asked} with a {len(out['token_ids'])}-token prompt in a"
+                         f" {max_model_len}-token context rendered to max_tokens {got!r}, not the room {room}")
+
+
+# -- structured outputs reach the engine as the request names them (RENDER-046) -------------------------------------
+
+COUPLED_CHAT = "/v1/chat/completions"
+GENERATE = "/inference/v1/generate"
+#: (id, request fields, the optional request field the case needs): constraints whose first allowed characters
+#: differ from a reasoning block's, so a constraint loosened to allow one (an optional <think> before it) shows.
+STRUCTURED = [
+    ("regex", {"structured_outputs": {"regex": r"Hello there\."}}, "structured_outputs"),
+    ("choice", {"structured_outputs": {"choice": ["Hello there.", "Goodbye."]}}, "structured_outputs"),
+    ("response_format-json_schema", {"response_format": {"type": "json_schema", "json_schema": {
+        "name": "weather", "schema": {"enum": ["sunny", "rainy"]}}}}, None),
+    ("response_format-json_object", {"response_format": {"type": "json_object"}}, None),
+]
+
+
+@pytest.mark.req("RENDER-046")
+@pytest.mark.parametrize(("fields", "needs"), [pytest.param(f, n, id=i) for i, f, n in STRUCTURED])
+def test_structured_outputs_constrain_generate_as_the_coupled_endpoint(api, engine, reference, target, capabilities,
+                                                                       fields, needs) -> None:
+    """Render -> generate, greedy, against the coupled endpoint on the same engine: the ids differ only where
+    render handed the engine another constraint than the request's (the engine is the same, so is the prompt)."""
+    if needs:
+        capabilities.require_fields(needs)
+    request = chat_request(target.model, messages=[{"role": "user", "content": "What is the weather in Paris?"}],
+                           temperature=0, max_tokens=24, **fields)
+    coupled = reference.post_ok(COUPLED_CHAT, {**request, "return_token_ids": True})
+    rendered = api.post_ok(CHAT, request)
+    if rendered["token_ids"] != coupled.get("prompt_token_ids"):
+        not_tested("render's prompt is not the coupled endpoint's (PARITY-005 judges that), so the generated ids"
+                   " cannot be compared")
+    generated = engine.post_ok(GENERATE, rendered)["choices"][0]["token_ids"]
+    theirs = coupled["choices"][0]["token_ids"]
+    if generated != theirs:
+        api.post(CHAT, request)  # the report's curl replays the render request
+    assert generated == theirs, (
+        f"[RENDER-046] render -> generate of {json.dumps(fields)} gave other ids than the coupled endpoint:"
+        f" {generated[:16]} vs {theirs[:16]}; render handed the engine"
+        f" {json.dumps(rendered['sampling_params'].get('structured_outputs'))[:300]}")

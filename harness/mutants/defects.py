@@ -264,6 +264,40 @@ def _drop_empty_collections(answer: Any, request: Any) -> None:
             del params[name]
 
 
+def _max_tokens_as_asked(answer: Any, request: Any) -> None:
+    asked = request.get("max_completion_tokens") or request.get("max_tokens") if isinstance(request, dict) else None
+    if isinstance(asked, int) and not isinstance(asked, bool):
+        for params in sampling(answer):
+            if isinstance(params.get("max_tokens"), int) and params["max_tokens"] < asked:
+                params["max_tokens"] = asked
+
+
+def _optional_think_before(constraint: dict[str, Any]) -> dict[str, Any] | None:
+    """vllm-rs 0.34's structural tag: an optional <think>...</think> block, then the request's constraint."""
+    if isinstance(constraint.get("regex"), str):
+        inner: dict[str, Any] = {"type": "regex", "pattern": constraint["regex"]}
+    elif isinstance(constraint.get("choice"), list):
+        inner = {"type": "or", "elements": [{"type": "const_string", "value": c} for c in constraint["choice"]]}
+    elif constraint.get("json") is not None or constraint.get("json_object"):
+        schema = constraint.get("json")
+        schema = json.loads(schema) if isinstance(schema, str) else schema if schema is not None else {"type": "object"}
+        inner = {"type": "json_schema", "json_schema": schema, "style": "json"}
+    else:
+        return None
+    think = {"type": "tag", "begin": "<think>", "content": {"type": "any_text"}, "end": "</think>"}
+    optional = {"type": "optional", "content": {"type": "sequence", "elements": [
+        think, {"type": "const_string", "value": "\n\n"}]}}
+    return {"type": "structural_tag", "format": {"type": "sequence", "elements": [optional, inner]}}
+
+
+def _structured_outputs_allow_think(answer: Any, request: Any) -> None:
+    for params in sampling(answer):
+        constraint = params.get("structured_outputs")
+        tag = _optional_think_before(constraint) if isinstance(constraint, dict) else None
+        if tag is not None:
+            params["structured_outputs"] = {"structural_tag": json.dumps(tag)}
+
+
 #: (field, lowest, highest) a lenient frontend clamps a sampling value into instead of refusing it
 _CLAMPED = (("temperature", 0.0, 2.0), ("top_p", 1e-6, 1.0), ("top_k", -1, None), ("min_p", 0.0, 1.0),
             ("presence_penalty", -2.0, 2.0), ("frequency_penalty", -2.0, 2.0), ("repetition_penalty", 1e-6, None),
@@ -995,6 +1029,15 @@ CATALOGUE: tuple[Defect, ...] = (
            "a serializer that omits empty lists and maps (omitempty), so allowed_token_ids [] (nothing allowed) "
            "reaches the engine as unset (everything allowed)",
            on_response=edit_answer(RENDERS, _drop_empty_collections)),
+    Defect("render-max-tokens-not-lowered", "render", ("RENDER-011", "RENDER-041"),
+           "an explicit max_tokens (or max_completion_tokens) passed on as asked, not lowered to the room the prompt"
+           " leaves (vllm-rs render of vLLM 0.34: 2040 with room 2038), so the engine refuses or cuts the request",
+           on_response=edit_answer(RENDERS, _max_tokens_as_asked)),
+    Defect("render-structured-outputs-allow-think", "render", ("RENDER-046",),
+           "structured_outputs / response_format rewritten into a structural tag that first allows an optional"
+           " <think>...</think> block (vllm-rs render of vLLM 0.34), so the engine generates other text than the"
+           " coupled endpoint for the same request",
+           on_response=edit_answer((CHAT_RENDER,), _structured_outputs_allow_think), needs=("engine", "reference")),
     Defect("render-clamps-out-of-range", "render", ("RENDER-042",),
            "a lenient frontend that clamps out-of-range sampling values into range instead of refusing them",
            on_request=edit_request(RENDERS, _clamp_into_range)),
