@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import example, given
 
+from tokenspec.suite.engine.client import check_schema
 from tokenspec.suite.oracles import strategies
 
 
@@ -52,8 +53,11 @@ def test_health_answers_200(api) -> None:
 
 @pytest.mark.req("UTIL-007")
 def test_version_is_an_object_with_a_version_string(api) -> None:
-    resp = api.get("/version")
-    assert resp.status_code == 200, resp.text[:300]
+    """A server without the route fails UTIL-007 itself (not only ERROR-001 for a 404 without the error object), so
+    an implementation's missing /version is one cause its expectations can name."""
+    resp = api.get("/version", validate=False)
+    assert resp.status_code == 200, f"[UTIL-007] GET /version answered {resp.status_code}: {resp.text[:300]!r}"
+    check_schema("GET", "/version", resp)
     out = resp.json()
     assert isinstance(out, dict) and isinstance(out.get("version"), str) and out["version"]
 
