@@ -8,7 +8,7 @@ import re
 from typing import NoReturn
 
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from tokenspec.specs.parser_families import (
@@ -118,6 +118,7 @@ def test_completions_text_equals_the_decoded_ids(api, target, codec, text) -> No
 @pytest.mark.parametrize("path", [CHAT, COMPLETIONS], ids=["chat", "completions"])
 @pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
 @given(text=strategies.text)
+@example(text=" there, output")  # a leading space: what a decode without the prompt's context loses
 def test_derendered_text_encodes_back_to_the_ids(api, target, codec, path, streamed, text) -> None:
     """Decoded after the prompt it followed, an output's text is the text those ids were made from, so encoding it
     gives the ids back (vLLM's own derender tests check both, a Metaspace tokenizer's leading space included)."""
