@@ -223,7 +223,8 @@ class Derenderer:
         at the stop string and settle the stop_reason as the whole derender does (DERENDER-030, STREAM-020)."""
         if choice.get("finish_reason") is None:
             text = str(state.get("held_text") or "") + decode_tokens(self.model, window, ids, skip)
-            sent, state["held_text"] = hold_back(text, request)
+            past = int(state.get("output_token_count") or 0) + len(ids) > int((request or {}).get("min_tokens") or 0)
+            sent, state["held_text"] = hold_back(text, request, past)
             return sent, choice.get("stop_reason")
         stop = self._settle(ids, choice, request)
         held = str(state.get("held_text") or "")
@@ -369,6 +370,7 @@ class Derenderer:
                     state["logprob_text_offset"])
             state["logprob_context_token_ids"] = (state["logprob_context_token_ids"] + ids)[-CONTEXT_WINDOW:]
             state["logprob_text_offset"] += len(text)
+            state["output_token_count"] = int(state.get("output_token_count") or 0) + len(ids)
             choices.append({"index": choice["index"], "text": text, "logprobs": resolved,
                             "finish_reason": choice.get("finish_reason"), "stop_reason": stop_reason,
                             "prompt_token_ids": None, "token_ids": None})

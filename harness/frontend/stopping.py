@@ -77,15 +77,16 @@ def cut(text: str, new_chars: int, stop: Stop, keep: bool) -> tuple[str, int | s
     return text[:end] if keep else text[:at], string
 
 
-def hold_back(text: str, request: dict[str, Any] | None) -> tuple[str, str]:
+def hold_back(text: str, request: dict[str, Any] | None, past_min_tokens: bool = True) -> tuple[str, str]:
     """Split a chunk's text before the stream's end into what may be sent now and what must wait: everything from
-    a stop string already whole (the engine stops there, and the last chunk settles the cut and the stop_reason),
-    else the tail that could still begin one. Held with include_stop_str_in_output too, so the last chunk can name
-    a stop string the host did not report."""
+    a stop string already whole (the engine stops there, and the last chunk settles the cut and the stop_reason;
+    not while the output is still within min_tokens, where the engine ignores one), else the tail that could still
+    begin one. Held with include_stop_str_in_output too, so the last chunk can name a stop string the host did not
+    report."""
     stops = stop_strings(request)
     if not stops:
         return text, ""
-    whole = [(at + len(s), at) for s in stops if (at := text.find(s)) >= 0]
+    whole = [(at + len(s), at) for s in stops if past_min_tokens and (at := text.find(s)) >= 0]
     at = min(whole)[1] if whole else max(len(text) - max(len(s) for s in stops) + 1, 0)
     return text[:at], text[at:]
 
