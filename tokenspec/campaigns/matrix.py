@@ -242,7 +242,8 @@ def build_page(out_dir: Path) -> dict[str, Any]:
     comparisons = sorted(p.parent.name for p in out_dir.glob("*/compare.md"))
     links = "".join(f"\n- `tokenspec compare`: [{c}]({c}/compare.md)" for c in comparisons)
     releases = release_table(cells, rows, catalogue)
-    (out_dir / "matrix.md").write_text(_markdown(cells, rows, catalogue) + links + ("\n" if links else "")
+    (out_dir / "matrix.md").write_text(_markdown(cells, rows, catalogue, grid_markdown(columns, rows, catalogue))
+                                       + links + ("\n" if links else "")
                                        + ("\n" + releases if releases else ""))
     (out_dir / "index.html").write_text(_html(cells, columns, rows, catalogue, comparisons))
     return doc
@@ -288,7 +289,7 @@ def _counts(row_states: list[str | None]) -> str:
     return " ".join(f"{row_states.count(s)} {s}" for s in STATES if row_states.count(s))
 
 
-def _markdown(cells: list[CellRun], rows: dict[str, list], catalogue: dict) -> str:
+def _markdown(cells: list[CellRun], rows: dict[str, list], catalogue: dict, glance: str = "") -> str:
     from tokenspec.specs.catalogue import requirement_digests
 
     lines = ["# tokenspec implementation matrix", "",
@@ -303,7 +304,9 @@ def _markdown(cells: list[CellRun], rows: dict[str, list], catalogue: dict) -> s
     lines += [f"| [{c.column}]({c.folder}/summary.md) | {c.headline} | {_staleness(c.stale(digests))} |"
               f" {_counts([row[i][0] for row in rows.values() if row[i]])} | {c.seconds:.0f} |"
               f" {c.expectations or 'none'} | {_speed_text(c.speed)} |" for i, c in enumerate(cells)]
-    lines += ["", "| requirement | level | " + " | ".join(c.column for c in cells) + " |",
+    if glance:
+        lines += ["", glance.rstrip("\n")]
+    lines += ["", "## Requirements", "", "| requirement | level | " + " | ".join(c.column for c in cells) + " |",
               "|---|---|" + "---|" * len(cells)]
     for rid, row in rows.items():
         if all(s is None for s in row):
@@ -333,10 +336,134 @@ def _verdict_class(headline: str) -> str:
     return "FAIL" if headline.startswith("FAIL") else "KNOWN" if "KNOWN" in headline else "PASS"
 
 
-def _grid(cells: list[CellRun], rows: dict[str, list], catalogue: dict) -> str:
-    """The matrix at a glance: requirement areas down, implementation x release (then family) across; each cell
-    the share of the area's judged requirements that passed, coloured, with known failures and the requirements
-    not judged counted apart, linking to the run. An area links to its requirements in the table below."""
+@dataclass
+class Tally:
+    """Tests of one run counted for one grid cell (the run, an area, or a requirement): passed, known failures
+    and unexpected failures are judged; unsupported, not tested, and failures charged to another server are not."""
+
+    passed: int = 0
+    known: int = 0
+    failed: int = 0
+    unjudged: int = 0
+    #: The first test that did not pass (a known or unexpected failure), the one the cell links to.
+    first_broken: str | None = None
+
+    @property
+    def judged(self) -> int:
+        return self.passed + self.known + self.failed
+
+    @property
+    def share(self) -> float | None:
+        return self.passed / self.judged if self.judged else None
+
+    def add(self, kind: str, nodeid: str) -> None:
+        setattr(self, kind, getattr(self, kind) + 1)
+        if kind in ("known", "failed") and self.first_broken is None:
+            self.first_broken = nodeid
+
+
+#: What a test's outcome counts as in the grid.
+_GRID_KIND = {"passed": "passed", "xfailed": "known", "failed": "failed", "error": "failed", "xpassed": "failed",
+              "unsupported": "unjudged", "not_tested": "unjudged"}
+
+
+def grid_tallies(report: dict[str, Any], area_of: dict[str, str]) -> tuple[Tally, dict[str, Tally],
+                                                                           dict[str, Tally]]:
+    """One run's tests counted for the grid: all of them, per area, per requirement (``area_of``: requirement id
+    -> area, the requirements shown).
+
+    A test counts once for each requirement it cites and once for each area of those. A failing test that names
+    the requirements whose checks broke (``failed_requirements``) counts against those only, as in
+    :func:`requirement_states`; a failure charged to another server (the engine or the reference) did not judge
+    the target and counts as not judged."""
+    total = Tally()
+    areas: dict[str, Tally] = {}
+    reqs: dict[str, Tally] = {}
+    for test in report["tests"]:
+        kind = _GRID_KIND[test["outcome"]]
+        if kind == "failed" and test.get("charged_to", "target") != "target":
+            kind = "unjudged"
+        total.add(kind, test["nodeid"])
+        broken = test.get("failed_requirements") if kind in ("known", "failed") else None
+        cited = [rid for rid in dict.fromkeys(test["requirement_ids"])
+                 if rid in area_of and (not broken or rid in broken)]
+        for rid in cited:
+            reqs.setdefault(rid, Tally()).add(kind, test["nodeid"])
+        for area in dict.fromkeys(area_of[rid] for rid in cited):
+            areas.setdefault(area, Tally()).add(kind, test["nodeid"])
+    return total, areas, reqs
+
+
+def _shade(share: float | None) -> str:
+    return ("none" if share is None else "full" if share == 1 else "high" if share >= 0.9
+            else "mid" if share >= 0.6 else "low")
+
+
+def share_text(tally: Tally) -> str:
+    """``97% (312/322)``: the share of judged tests that passed, then passed/judged; ``-`` when none was judged."""
+    if tally.share is None:
+        return "-"
+    percent = 100 * tally.share
+    # Never round a share with a failure up to 100%, nor a share with a pass down to 0%.
+    shown = min(int(percent + 0.5), 99) if tally.passed < tally.judged else 100
+    shown = max(shown, 1) if tally.passed else 0
+    return f"{shown}% ({tally.passed}/{tally.judged})"
+
+
+def _apart(tally: Tally) -> str:
+    """The counts shown apart from the share: known failures, unexpected failures, tests not judged."""
+    return " · ".join(x for x in (f"{tally.known} known" if tally.known else "",
+                                   f"{tally.failed} FAIL" if tally.failed else "",
+                                   f"{tally.unjudged} n/j" if tally.unjudged else "") if x)
+
+
+def _grid_cell(cell: CellRun, tally: Tally | None, family: str) -> str:
+    from tokenspec.suite.reporting.report_html import failure_anchor
+
+    tally = tally or Tally()
+    href = f"{cell.folder}/report.html"
+    if tally.first_broken:
+        href += "#" + failure_anchor(tally.first_broken)
+    title = (f"{cell.column}: {tally.passed} passed of {tally.judged} judged; {tally.known} known failure(s),"
+             f" {tally.failed} unexpected, {tally.unjudged} not judged (unsupported or not tested)")
+    if not tally.judged and not tally.unjudged:
+        title = f"{cell.column}: no test of this run cites it"
+    apart = _apart(tally)
+    text, _, counts = share_text(tally).partition(" ")
+    return (f"<td class='share {_shade(tally.share)}' data-family='{escape(family)}' title='{escape(title)}'>"
+            f"<a href='{escape(href)}'>{escape(text)}</a>"
+            + (f" <span class='n'>{escape(counts)}</span>" if counts else "")
+            + (f"<br><small>{escape(apart)}</small>" if apart else "") + "</td>")
+
+
+_GRID_JS = """
+(function(){
+ var g=document.getElementById('grid');
+ function unfold(b,open){b.setAttribute('aria-expanded',open?'true':'false');
+  g.querySelectorAll("tr.req[data-area='"+b.dataset.area+"']").forEach(function(r){r.hidden=!open;});}
+ g.addEventListener('click',function(e){var b=e.target.closest('button.unfold');
+  if(b)unfold(b,b.getAttribute('aria-expanded')!=='true');});
+ document.getElementById('grid-all').addEventListener('click',function(){
+  var bs=g.querySelectorAll('button.unfold'),open=Array.prototype.some.call(bs,function(b){
+   return b.getAttribute('aria-expanded')!=='true';});bs.forEach(function(b){unfold(b,open);});});
+ var s=document.getElementById('grid-family');
+ s.addEventListener('change',function(){var f=s.value;
+  g.querySelectorAll('[data-family]').forEach(function(c){c.hidden=!!f&&c.dataset.family!==f;});
+  g.querySelectorAll('tr.releases th[data-group]').forEach(function(h){var n=g.querySelectorAll(
+   "tr.families th[data-group='"+h.dataset.group+"']:not([hidden])").length;h.colSpan=Math.max(n,1);h.hidden=!n;});});
+})();
+"""
+
+
+def _grid(columns: list, rows: dict[str, list], catalogue: dict) -> str:
+    """The matrix at a glance, in the manner of wpt.fyi: requirement areas down (each unfolds into its
+    requirements), implementation x release then family across (a selector keeps one family). Each cell: the
+    share of the tests judged that passed, ``97% (312/322)``, coloured by that share, with known failures,
+    unexpected failures and tests not judged counted apart; it opens the run (at its first failure where one
+    broke). The first row counts every test of the run."""
+    cells = [cell for cell, _, _ in columns]
+    area_of = {rid: catalogue[rid].area for rid in rows}
+    tallies = [grid_tallies(report, area_of) for _, report, _ in columns]
     groups: list[tuple[str, int]] = []
     for cell in cells:
         title = f"{cell.implementation} {cell.version}"
@@ -344,32 +471,58 @@ def _grid(cells: list[CellRun], rows: dict[str, list], catalogue: dict) -> str:
             groups[-1] = (title, groups[-1][1] + 1)
         else:
             groups.append((title, 1))
-    head = ("<tr><th rowspan='2'>area</th>" + "".join(f"<th colspan='{n}'>{escape(t)}</th>" for t, n in groups)
-            + "</tr><tr>" + "".join(f"<th>{escape(c.family)}</th>" for c in cells) + "</tr>")
+    group_of = [g for g, (_, n) in enumerate(groups) for _ in range(n)]
+    head = ("<tr class='releases'><th rowspan='2'>area <small>(requirements)</small></th>"
+            + "".join(f"<th colspan='{n}' data-group='{g}'>{escape(t)}</th>" for g, (t, n) in enumerate(groups))
+            + "</tr><tr class='families'>"
+            + "".join(f"<th data-group='{group_of[i]}' data-family='{escape(c.family)}'>{escape(c.family)}</th>"
+                      for i, c in enumerate(cells)) + "</tr>")
+    body = ["<tr class='total'><th>all tests</th>"
+            + "".join(_grid_cell(c, t[0], c.family) for c, t in zip(cells, tallies, strict=True)) + "</tr>"]
     areas: dict[str, list[str]] = {}
     for rid in rows:
-        areas.setdefault(catalogue[rid].area, []).append(rid)
-    body = []
+        areas.setdefault(area_of[rid], []).append(rid)
     for area, ids in sorted(areas.items()):
-        tds = []
-        for i, cell in enumerate(cells):
-            states = [rows[rid][i][0] for rid in ids if rows[rid][i] is not None]
-            judged = [s for s in states if s in ("passed", "known", "failed")]
-            passed, known = states.count("passed"), states.count("known")
-            unjudged = len(ids) - len(judged)
-            share = passed / len(judged) if judged else None
-            shade = ("none" if share is None else "full" if share == 1 else "high" if share >= 0.9
-                     else "mid" if share >= 0.6 else "low")
-            text = "-" if share is None else f"{100 * share:.0f}%"
-            notes = ", ".join(x for x in (f"{known} known" if known else "",
-                                         f"{unjudged} not judged" if unjudged else "") if x)
-            tds.append(f"<td class='share {shade}' title='{escape(f'{passed} of {len(judged)} judged passed')}'>"
-                       f"<a href='{escape(cell.folder)}/report.html'>{text}</a>"
-                       f"{f'<br><small>{escape(notes)}</small>' if notes else ''}</td>")
-        shown = next((rid for rid in ids if any(rows[rid])), None)  # the table below lists judged-somewhere rows
-        name = f"<a href='#{escape(shown)}'>{escape(area)}</a>" if shown else escape(area)
-        body.append(f"<tr><th>{name} <small>({len(ids)})</small></th>" + "".join(tds) + "</tr>")
-    return f"<table id='grid'>{head}{''.join(body)}</table>"
+        body.append(f"<tr class='area' data-area='{escape(area)}'><th><button class='unfold' type='button'"
+                    f" data-area='{escape(area)}' aria-expanded='false'>{escape(area)}</button>"
+                    f" <small>({len(ids)})</small></th>"
+                    + "".join(_grid_cell(c, t[1].get(area), c.family) for c, t in zip(cells, tallies, strict=True))
+                    + "</tr>")
+        for rid in ids:
+            req = catalogue[rid]
+            name = (f"<a href='#{escape(rid)}'>{escape(rid)}</a>" if any(rows[rid]) else escape(rid))
+            body.append(f"<tr class='req' data-area='{escape(area)}' data-req='{escape(rid)}' hidden>"
+                        f"<th title='{escape(req.statement)}'>{name} <small>{escape(req.level)}</small></th>"
+                        + "".join(_grid_cell(c, t[2].get(rid), c.family) for c, t in zip(cells, tallies,
+                                                                                           strict=True))
+                        + "</tr>")
+    families = sorted({c.family for c in cells})
+    controls = ("<p class='grid-controls'><label>family <select id='grid-family'><option value=''>all</option>"
+                + "".join(f"<option>{escape(f)}</option>" for f in families)
+                + "</select></label> <button id='grid-all' type='button'>unfold / fold every area</button></p>")
+    return (f"{controls}<div class='grid-scroll'><table id='grid'>{head}{''.join(body)}</table></div>"
+            f"<script>{_GRID_JS}</script>")
+
+
+def grid_markdown(columns: list, rows: dict[str, list], catalogue: dict) -> str:
+    """The grid for matrix.md: areas down, runs across, each cell ``97% (312/322)`` then the counts apart."""
+    cells = [cell for cell, _, _ in columns]
+    area_of = {rid: catalogue[rid].area for rid in rows}
+    tallies = [grid_tallies(report, area_of) for _, report, _ in columns]
+
+    def text(tally: Tally | None) -> str:
+        tally = tally or Tally()
+        apart = _apart(tally)
+        return share_text(tally) + (f" <sub>{apart}</sub>" if apart else "")
+
+    lines = ["## At a glance", "",
+             "Per area, the share of the tests judged that passed (known failures count as not passed); known"
+             " failures, unexpected failures (FAIL) and tests not judged (n/j: unsupported or not tested) apart.",
+             "", "| area | " + " | ".join(c.column for c in cells) + " |", "|---|" + "---|" * len(cells),
+             "| all tests | " + " | ".join(text(t[0]) for t in tallies) + " |"]
+    for area in sorted(set(area_of.values())):
+        lines.append(f"| {area} | " + " | ".join(text(t[1].get(area)) for t in tallies) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def _staleness(reason: str) -> str:
@@ -420,16 +573,27 @@ def _html(cells: list[CellRun], columns: list, rows: dict[str, list], catalogue:
 .legend span.passed{{background:#e6f4ea}} .legend span.known{{background:#fef7e0}}
 .legend span.failed{{background:#fce8e6}} .legend span.unsupported,.legend span.not_tested{{background:#f1f3f4}}
 td.stale{{background:#fef7e0}}
-#grid td.share{{text-align:center;min-width:4.5em}} #grid td.share a{{color:inherit;font-weight:700}}
+#grid td.share{{text-align:center;min-width:4.5em;white-space:nowrap}}
+#grid td.share a{{color:inherit;font-weight:700;text-decoration:none}} #grid td.share .n{{font-size:11px}}
+#grid [hidden]{{display:none}} #grid tr.total td,#grid tr.total th{{border-bottom:2px solid #999}}
+#grid tr.req th{{font-weight:400;padding-left:1.6em}} #grid tr.req td.share{{font-size:12px}}
+#grid button.unfold{{border:0;background:none;font:inherit;font-weight:700;cursor:pointer;padding:0}}
+#grid button.unfold::before{{content:'\\25B8 ';color:#777}}
+#grid button.unfold[aria-expanded=true]::before{{content:'\\25BE '}}
+#grid tr.families th{{font-weight:400}} .grid-controls{{font-size:13px}} #grid th{{white-space:nowrap}}
+#grid td.share{{padding:2px 4px}} .grid-scroll{{overflow-x:auto;max-width:100%}}
+#grid tr>th:first-child{{position:sticky;left:0;background:#fff;z-index:1}}
 #grid td.full{{background:#ceead6;color:#0d652d}} #grid td.high{{background:#e6f4ea;color:#137333}}
 #grid td.mid{{background:#fef7e0;color:#8a6100}} #grid td.low{{background:#fce8e6;color:#a50e0e}}
 #grid td.none{{background:#f1f3f4;color:#5f6368}} #grid small{{font-weight:400}}
 </style></head><body>
 <h1>tokenspec implementation matrix</h1>
-<p>Each cell: the share of an area's requirements that passed, of those the run judged (a known failure counts
-as not passed); known failures and requirements not judged (unsupported, not tested, or no test) are counted
-apart. A cell opens its run; an area opens its requirements below.</p>
-{_grid(cells, rows, catalogue)}
+<p>Each cell: the share of the tests that passed of those the run judged, for the tests citing the area's
+requirements (a known failure counts as not passed), as <i>percent (passed/judged)</i>; below it, apart: known
+failures, unexpected failures (FAIL), and tests not judged (n/j: unsupported or not tested). Colour by share:
+all passed, 90% or more, 60% or more, less, nothing judged. A cell opens its run (at its first failure where one
+broke); an area unfolds into its requirements, whose names lead to their rows in the table below.</p>
+{_grid(columns, rows, catalogue)}
 <h2>Runs</h2>
 <table id="runs"><tr><th>run</th><th>verdict</th><th>against today's catalogue</th><th>requirements</th>
 <th>roles</th><th>expectations</th><th>time</th><th>speed vs the bundled frontend (target/baseline: p50 lower is
