@@ -145,6 +145,8 @@ def test_matrix_stale_runs_exactly_the_stale_cells_again(tmp_path: Path, monkeyp
         shutil.copytree(committed / name, tmp_path / name)
     current = tmp_path / "reference-0.1.0-cpu-tiny" / "cell.json"
     current.write_text(json.dumps({**json.loads(current.read_text()), "catalogue": requirement_digests()}))
+    old = tmp_path / "vllm-0.33.0-cpu-tiny" / "cell.json"  # stale whatever the committed cell is: no digests
+    old.write_text(json.dumps({k: v for k, v in json.loads(old.read_text()).items() if k != "catalogue"}))
     ran: list[tuple[str, str]] = []
 
     def double_run_cell(plugin: str, family: str, out_dir: Path, **_: object) -> CellRun:  # TEST DOUBLE
