@@ -160,8 +160,8 @@ def _speed(target: str, folder: Path, config: Any, run_dir: Path, requests: int)
         lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
         return {"error": lines[-1] if lines else f"exit {done.returncode}"}
     doc = json.loads(result.read_text())
-    return {"baseline": doc["baseline"], "requests": doc["requests"], "same_answers":
-            bool(doc["same_render_token_ids"] and doc["same_derender_message"]),
+    return {"baseline": doc["baseline"], "requests": doc["requests"], "same_answers":  # None: no derender served
+            bool(doc["same_render_token_ids"] and doc["same_derender_message"] is not False),
             **{f"{ep}_{k}": round(v, 3) for ep, figures in doc["ratios"].items() for k, v in figures.items()}}
 
 
@@ -171,8 +171,9 @@ def _speed_text(speed: dict[str, Any] | None) -> str:
         return "not measured"
     if "error" in speed:
         return f"not measured: {speed['error']}"
-    text = (f"render p50 {speed['render_p50']:.2f}x, throughput {speed['render_c16']:.2f}x; "
-            f"derender p50 {speed['derender_p50']:.2f}x, throughput {speed['derender_c16']:.2f}x")
+    text = f"render p50 {speed['render_p50']:.2f}x, throughput {speed['render_c16']:.2f}x; " + (
+        f"derender p50 {speed['derender_p50']:.2f}x, throughput {speed['derender_c16']:.2f}x"
+        if "derender_p50" in speed else "no derender served")
     return text if speed.get("same_answers", True) else text + " (answers differ from the baseline's)"
 
 
