@@ -408,7 +408,9 @@ def test_tool_call_ids_take_the_coupled_servers_form(api, target, codec, capabil
         body = chat_derender(target.model, generate_response(choice(ids)), chat_request=request)
         calls = api.post_ok(CHAT, body)["choices"][0]["message"].get("tool_calls") or []
     named = [c.get("id") for c in calls if c.get("id") is not None]
-    assert named, f"[DERENDER-032] {shape!r} gave no tool call with an id: {calls}"
+    if not named:  # whether the call is found at all is DERENDER-001's and STREAM-018's to judge
+        not_tested(f"the {'streamed' if streamed else 'whole'} derender of {shape!r} gave no tool call whose id could"
+                   " be judged (DERENDER-001 and STREAM-018 judge whether it should have)")
     odd = [i for i in named if not isinstance(i, str) or not COUPLED_TOOL_CALL_ID.fullmatch(i)]
     assert not odd, (f"[DERENDER-032] tool call ids {odd} are not chatcmpl-tool-<hex> (or Kimi K2's"
                      " functions.<name>:<index>) as a coupled server's are")
