@@ -202,20 +202,30 @@ def messages_to_chat(body: dict[str, Any], *, merge_inline_system: bool, disable
     return chat
 
 
+def _model_error(message: str) -> ApiError:
+    """A refusal by vLLM's Anthropic request model (pydantic): 400, type Bad Request, param body."""
+    return ApiError(f"1 validation error:\n  {{'loc': 'body', 'msg': '{message}'}}", status=400, err_type="Bad Request",
+                    param="body")
+
+
 def check_messages(body: dict[str, Any]) -> None:
     """What vLLM's Anthropic model refuses beyond the schema's shapes."""
     thinking = body.get("thinking") or {}
     if thinking.get("type") == "enabled" and isinstance(thinking.get("budget_tokens"), int) \
             and thinking["budget_tokens"] >= body["max_tokens"] \
             and not (body.get("kv_transfer_params") or {}).get("do_remote_decode"):
-        raise ApiError("1 validation error:\n  {'loc': 'body', 'msg': 'thinking.budget_tokens must be less than "
-                       "max_tokens'}", status=400, err_type="Bad Request", param="body")
+        raise _model_error("thinking.budget_tokens must be less than max_tokens")
     for message in body["messages"]:
         blocks = [] if isinstance(message["content"], str) else message["content"]
-        if message["role"] != "system" and any(b.get("type") in ("tool_addition", "tool_removal") for b in blocks):
-            raise ApiError("1 validation error:\n  {'loc': 'body', 'msg': 'tool_addition and tool_removal blocks "
-                           "are only allowed in messages with role \"system\"'}", status=400, err_type="Bad Request",
-                           param="body")
+        changes = [b for b in blocks if b.get("type") in ("tool_addition", "tool_removal")]
+        if message["role"] != "system" and changes:
+            raise _model_error('tool_addition and tool_removal blocks are only allowed in messages with role '
+                               '"system"')
+        for block in changes:
+            if not isinstance(block.get("tool"), dict):
+                raise _model_error(f"tool is required for {block['type']} blocks")
+            if block["type"] == "tool_removal" and block["tool"].get("type") != "tool_reference":
+                raise _model_error("tool_removal only accepts a tool_reference")
     choice = body.get("tool_choice") or {}
     if choice.get("type") == "tool" and not choice.get("name"):
         raise bad_request("tool_choice.name is required when type is 'tool'", param="tool_choice")

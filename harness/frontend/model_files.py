@@ -18,6 +18,8 @@ from tokenizers import Tokenizer
 from tokenspec.core.errors import UsageError
 
 _NAMED_SPECIAL = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+#: The tokenizers library's ids are unsigned 32-bit: a larger id is no token of any vocabulary.
+_ID_RANGE = 2 ** 32
 # generation_config.json keys that become sampling defaults, with vLLM's SamplingParams names.
 _GENERATION_DEFAULTS = {
     "repetition_penalty": "repetition_penalty",
@@ -132,11 +134,15 @@ class ModelFiles:
         return encoding.ids, [[start, end] for start, end in encoding.offsets]
 
     def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        """The text of ``ids``; an id past the tokenizer's 32-bit range has none, as one past its vocabulary
+        (DERENDER-033)."""
+        if any(not 0 <= i < _ID_RANGE for i in ids):
+            ids = [i for i in ids if 0 <= i < _ID_RANGE]
         return self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
 
     def id_to_piece(self, token_id: int) -> str | None:
         """The raw vocabulary piece (e.g. byte-level 'Ġhello'), None for an id outside the vocabulary."""
-        if token_id < 0:
+        if not 0 <= token_id < _ID_RANGE:
             return None
         return self.tokenizer.id_to_token(token_id)
 

@@ -99,10 +99,13 @@ COMPLETION_REQUEST = {
         "tokenizer_version": _opt({"type": "string", "minLength": 1}),
     },
 }
+_LOGPROB = {"type": "object", "properties": {"token_id": _INT}}
+_LOGPROB_ENTRY = {"type": "object", "properties": {"token_id": _INT,
+                                                   "top_logprobs": _opt({"type": "array", "items": _LOGPROB})}}
 _GEN_CHOICE = {"type": "object", "required": ["index"], "properties": {
     "index": _INT, "token_ids": _opt(_IDS),
     "finish_reason": _opt(_STR), "stop_reason": _opt({"anyOf": [_INT, _STR]}),
-    "logprobs": _opt({"type": "object"})}}
+    "logprobs": _opt({"type": "object", "properties": {"content": _opt({"type": "array", "items": _LOGPROB_ENTRY})}})}}
 _GEN_RESPONSE = {"type": "object", "required": ["choices"], "properties": {
     "request_id": _STR, "choices": {"type": "array", "items": _GEN_CHOICE},
     "output_mode": _opt({"enum": ["tokens"]}), "prompt_token_ids": _opt(_IDS),
@@ -150,14 +153,33 @@ DETOKENIZE = {"type": "object", "required": ["tokens"], "properties": {"model": 
 _VALIDATORS: dict[int, Any] = {}
 
 
+def _whole_numbers(value: Any, schema: Any) -> Any:
+    """``value`` with every integral float the shape wants as an integer read as that integer (in place where it
+    can be): JSON Schema counts 5.0 as the integer 5, and so does vLLM's pydantic (lax mode)."""
+    if not isinstance(schema, dict):
+        return value
+    if schema.get("type") == "integer" and isinstance(value, float) and value.is_integer():
+        return int(value)
+    for alternative in schema.get("anyOf", ()):
+        value = _whole_numbers(value, alternative)
+    if isinstance(value, dict):
+        for key, sub in (schema.get("properties") or {}).items():
+            if key in value:
+                value[key] = _whole_numbers(value[key], sub)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        value[:] = [_whole_numbers(item, schema["items"]) for item in value]
+    return value
+
+
 def check_shape(body: Any, schema: dict[str, Any]) -> dict[str, Any]:
-    """Return ``body`` if it fits ``schema``; else raise the 400 vLLM's pydantic layer would give."""
+    """Return ``body`` if it fits ``schema`` (its integral floats made integers, in place); else raise the 400
+    vLLM's pydantic layer would give."""
     validator = _VALIDATORS.get(id(schema))
     if validator is None:
         validator = _VALIDATORS.setdefault(id(schema), SpecValidator(schema))  # compiled yes/no, jsonschema's errors
     errors = sorted(validator.iter_errors(body), key=lambda e: list(e.absolute_path))
     if not errors:
-        return body
+        return _whole_numbers(body, schema)
     lines = [f"  {{'loc': 'body{''.join('.' + str(p) for p in e.absolute_path)}', 'msg': {e.message!r}}}"
              for e in errors]
     first = errors[0]
