@@ -46,6 +46,12 @@ def misbehaving_engine(mode: str, release: threading.Event) -> Starlette:
                 yield f"data: {json.dumps(chunk)}\n\n".encode()
                 raise RuntimeError("engine died mid-stream")
             return StreamingResponse(events(), media_type="text/event-stream")
+        if mode == "refuses-in-stream":  # what vLLM's generate does with stop_token_ids past the vocabulary
+            async def refusal():
+                error = {"error": {"message": "token_id(s) [5624] in stop_token_ids contain out-of-vocab token ids.",
+                                   "type": "BadRequestError", "param": "stop_token_ids", "code": 400}}
+                yield f"data: {json.dumps(error)}\n\ndata: [DONE]\n\n".encode()
+            return StreamingResponse(refusal(), media_type="text/event-stream")
         raise AssertionError(mode)
 
     async def health(request: Request) -> Response:
@@ -105,6 +111,19 @@ def test_engine_dying_mid_stream_ends_with_an_error_event_and_done(gateway) -> N
         events = [line[5:].strip() for line in resp.iter_lines() if line.startswith("data:")]
     assert events[-1] == "[DONE]"
     assert "error" in json.loads(events[-2]), events
+
+
+@pytest.mark.parametrize("gateway", [("refuses-in-stream", None)], indirect=True)
+def test_an_engine_refusal_in_the_first_event_is_answered_as_a_refusal(gateway) -> None:
+    """Nothing was streamed yet, so the client gets the 400 a coupled vLLM server gives before it streams; the
+    generate pass-through keeps the engine's own stream."""
+    url, _ = gateway
+    for path, body in (("/v1/chat/completions", CHAT), ("/v1/completions", {**CHAT, "prompt": "x"})):
+        assert _error(httpx.post(f"{url}{path}", json={**body, "stream": True}, timeout=10), 400)["param"] \
+            == "stop_token_ids"
+    generate = {"token_ids": [1, 2], "sampling_params": {"max_tokens": 2}, "stream": True}
+    with httpx.stream("POST", f"{url}/inference/v1/generate", json=generate, timeout=10) as resp:
+        assert resp.status_code == 200 and "error" in resp.read().decode()
 
 
 @pytest.mark.parametrize("gateway", [("slow", 1)], indirect=True)

@@ -95,13 +95,24 @@ class Gateway:
             raise _engine_error(resp.status_code, resp.content)
         return resp.json()
 
-    async def _open_stream(self, request: dict[str, Any]) -> httpx.Response:
+    async def _open_stream(self, request: dict[str, Any], *, refuse_early: bool = True
+                           ) -> AsyncIterator[dict[str, Any]]:
+        """The engine's stream of events. With ``refuse_early`` an engine that refuses in its first event (vLLM's
+        generate checks some fields, such as stop_token_ids inside the vocabulary, only once its stream is open)
+        is answered with that refusal's status, as vLLM's coupled server refuses before it streams."""
         resp = await self._post(GENERATE, request, stream=True)
         if resp.status_code != 200:
             body = await resp.aread()
             await resp.aclose()
             raise _engine_error(resp.status_code, body)
-        return resp
+        events = self._events(resp)
+        if not refuse_early:
+            return events
+        try:
+            first = [await anext(events)]
+        except StopAsyncIteration:
+            first = []
+        return _after(first, events)
 
     async def _events(self, resp: httpx.Response) -> AsyncIterator[dict[str, Any]]:
         """The engine's SSE events, parsed; an error event or a broken stream ends in ApiError."""
@@ -150,13 +161,13 @@ class Gateway:
                 return await self._generate_derendered(body)
             if not body.get("stream"):
                 return JSONResponse(await self._generate(body))
-            resp = await self._open_stream(body)
+            events = await self._open_stream(body, refuse_early=False)  # the engine's own stream, as it is
         except ApiError as err:
             return refused(request, err)
         except Exception as exc:  # noqa: BLE001 - no traceback ever reaches a client
             return unexpected(request, exc)
 
-        return StreamingResponse(self._relay(resp, lambda event: event, counted=False),
+        return StreamingResponse(self._relay(events, lambda event: event, counted=False),
                                  media_type="text/event-stream")
 
     async def abort(self, request: Request) -> Response:
@@ -230,8 +241,8 @@ class Gateway:
             return JSONResponse({**generated, "output_mode": "derender", "choices": choices})
         if self.fe.config.api_generation == "0.33":
             raise ApiError("output_mode='derender' does not support stream=true.", param="stream")
-        resp = await self._open_stream(engine_body)
-        return StreamingResponse(self._relay(resp, self._derendered_chunks(body, chat, hide), counted=False),
+        events = await self._open_stream(engine_body, refuse_early=False)
+        return StreamingResponse(self._relay(events, self._derendered_chunks(body, chat, hide), counted=False),
                                  media_type="text/event-stream")
 
     def _derendered_chunks(self, body: dict[str, Any], chat: dict[str, Any], hide: bool
@@ -296,8 +307,8 @@ class Gateway:
         prompt_ids = gen_request["token_ids"]
         name = body.get("model") or self.fe.config.model_name
         if body.get("stream"):
-            resp = await self._open_stream(gen_request)
-            return StreamingResponse(self._relay(resp, self._chat_chunks(body, gen_request)),
+            events = await self._open_stream(gen_request)
+            return StreamingResponse(self._relay(events, self._chat_chunks(body, gen_request)),
                                      media_type="text/event-stream")
         generated = await self._generate(gen_request)
         ids_wanted, tokens_only = token_native.output_format(body, chat=True)
@@ -319,12 +330,13 @@ class Gateway:
             out["tokenizer_version"] = self.fe.tokenizer_version  # TOKNAT-008
         return JSONResponse(out)
 
-    async def _relay(self, resp: httpx.Response, convert: Callable[[dict[str, Any]], dict[str, Any] | None],
+    async def _relay(self, events: AsyncIterator[dict[str, Any]],
+                     convert: Callable[[dict[str, Any]], dict[str, Any] | None],
                      counted: bool = True) -> AsyncIterator[bytes]:
         """Turn the engine's events into SSE chunks with ``convert`` (None: nothing to send), ending in
         ``[DONE]``; an engine failure mid-stream becomes an error event. Releases the concurrency slot."""
         try:
-            async for event in self._events(resp):
+            async for event in events:
                 chunk = convert(event)
                 if chunk is not None:
                     yield _sse(chunk)
@@ -386,8 +398,8 @@ class Gateway:
         if body.get("stream"):
             if len(gen_requests) != 1:
                 raise ApiError("streaming is supported for one prompt per request", param="prompt")
-            resp = await self._open_stream(gen_requests[0])
-            return StreamingResponse(self._relay(resp, self._completion_chunks(body, gen_requests[0], version)),
+            events = await self._open_stream(gen_requests[0])
+            return StreamingResponse(self._relay(events, self._completion_chunks(body, gen_requests[0], version)),
                                      media_type="text/event-stream")
         responses = [await self._generate(r) for r in gen_requests]
         out = self.fe.derenderer.completions(
@@ -433,6 +445,13 @@ class Gateway:
             return chunk
 
         return convert
+
+
+async def _after(first: list[dict[str, Any]], rest: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+    for event in first:
+        yield event
+    async for event in rest:
+        yield event
 
 
 def _pass_weight_versions(body: dict[str, Any], choices: list[dict[str, Any]], sources: list[dict[str, Any]],
