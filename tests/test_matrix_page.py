@@ -133,6 +133,23 @@ def test_the_release_table_names_the_first_release_from_which_a_requirement_pass
     assert release_table(cells[:2], rows, load_catalogue()) == "", "one release: nothing to compare"
 
 
+def test_the_release_table_puts_the_rust_renderer_beside_the_releases() -> None:
+    from tokenspec.campaigns.matrix import CellRun, release_table
+    from tokenspec.specs.catalogue import load_catalogue
+
+    def cell(name: str, version: str) -> CellRun:
+        return CellRun(name, version, "cpu", "tiny", f"{name}-{version}", "", 0, 0.0, "", None, "")
+
+    cells = [cell("vllm", "0.33.0"), cell("vllm", "0.34.0"), cell("vllm-rs", "0.34.0")]
+    rows = {"RENDER-011": [("passed", None), ("passed", None), ("failed", "t")],  # only the Rust server fails
+            "RENDER-013": [("known", "t"), ("passed", None), ("passed", None)]}
+    table = release_table(cells, rows, load_catalogue())
+    lines = {line.split(" | ")[0].strip("| "): line for line in table.splitlines() if line.startswith("| ")}
+    assert "| 0.33.0 | 0.34.0 | first passing | vllm-rs 0.34.0 |" in table
+    assert lines["RENDER-011"].endswith("| pass | pass | 0.33.0 | FAIL |"), "the Rust column is outside first passing"
+    assert lines["RENDER-013"].endswith("| known | pass | 0.34.0 | pass |")
+
+
 class _GridRows(HTMLParser):
     """The grid of a matrix page as rows: (tr attributes, [(td attributes, its link, its text), ...])."""
 

@@ -254,35 +254,48 @@ def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
 
 
-def release_table(cells: list[CellRun], rows: dict[str, list], catalogue: dict, implementation: str = "vllm") -> str:
-    """Markdown: per requirement some release of ``implementation`` does not pass, its state per release (every
-    family of that release's cells) and the first release from which all later ones pass it: what a team pairing
-    a renderer of one release with an engine of another asks. Empty with fewer than two releases."""
-    by_version: dict[str, list[int]] = {}
+#: Other render servers of a vLLM release, shown beside its releases in the release table (same wheel, other code).
+RENDERERS = ("vllm-rs", "vllm-rs-nolen")
+
+
+def release_table(cells: list[CellRun], rows: dict[str, list], catalogue: dict, implementation: str = "vllm",
+                  renderers: tuple[str, ...] = RENDERERS) -> str:
+    """Markdown: per requirement some release of ``implementation`` (or a renderer beside it) does not pass, its
+    state per release (every family of that release's cells) and the first release from which all later ones pass
+    it: what a team pairing a renderer of one release with an engine of another asks. The other render servers of
+    a release (``renderers``, such as the Rust one) follow as columns of their own, outside "first passing", so a
+    user choosing between them sees what switching changes. Empty with fewer than two releases."""
+    by_column: dict[tuple[str, str], list[int]] = {}
     for i, cell in enumerate(cells):
-        if cell.implementation == implementation:
-            by_version.setdefault(cell.version, []).append(i)
-    versions = sorted(by_version, key=_version_key)
+        if cell.implementation == implementation or cell.implementation in renderers:
+            by_column.setdefault((cell.implementation, cell.version), []).append(i)
+    versions = sorted((c for c in by_column if c[0] == implementation), key=lambda c: _version_key(c[1]))
+    others = sorted((c for c in by_column if c[0] != implementation), key=lambda c: (renderers.index(c[0]),
+                                                                                   _version_key(c[1])))
     if len(versions) < 2:
         return ""
     order = ("failed", "known", "not_tested", "unsupported", "passed")  # the worst state of a release wins
+    families = sorted({cells[i].family for c in versions + others for i in by_column[c]})
     lines = [f"## {implementation} releases: the first that passes each requirement", "",
-             "Per release, the worst state over its families' runs (" + ", ".join(
-                 sorted({cells[i].family for v in versions for i in by_version[v]})) + "); only requirements some"
-             " release fails (known or not). \"first passing\" is the first release from which every later one"
-             " passes.", "",
-             "| requirement | level | area | " + " | ".join(versions) + " | first passing |",
-             "|---|---|---|" + "---|" * len(versions) + "---|"]
+             "Per release, the worst state over its families' runs (" + ", ".join(families) + "); only"
+             " requirements some release fails (known or not). \"first passing\" is the first release from which"
+             " every later one passes" + ("; the columns after it are the other render servers of a release." if
+                                          others else "."), "",
+             "| requirement | level | area | " + " | ".join(v for _, v in versions) + " | first passing |"
+             + "".join(f" {name} {version} |" for name, version in others),
+             "|---|---|---|" + "---|" * (len(versions) + 1 + len(others))]
     for rid, row in rows.items():
         states = []
-        for version in versions:
-            seen = [row[i][0] for i in by_version[version] if row[i]]
+        for column in versions + others:
+            seen = [row[i][0] for i in by_column[column] if row[i]]
             states.append(min(seen, key=order.index) if seen else None)
         if not any(s in ("failed", "known") for s in states):
             continue  # passed everywhere, or never judged (the blind spots are in the table above)
-        first = next((v for k, v in enumerate(versions) if all(s == "passed" for s in states[k:])), "none yet")
+        ours = states[:len(versions)]
+        first = next((v for k, (_, v) in enumerate(versions) if all(s == "passed" for s in ours[k:])), "none yet")
         lines.append(f"| {rid} | {catalogue[rid].level} | {catalogue[rid].area} | "
-                     + " | ".join(_SYMBOL[s] for s in states) + f" | {first} |")
+                     + " | ".join(_SYMBOL[s] for s in ours) + f" | {first} |"
+                     + "".join(f" {_SYMBOL[s]} |" for s in states[len(versions):]))
     return "\n".join(lines) + "\n"
 
 
