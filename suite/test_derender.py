@@ -28,6 +28,7 @@ from tokenspec.suite.oracles.builders import (
     completions_derender,
     generate_response,
     plain_chat_request,
+    stream_body,
     visible_text,
 )
 from tokenspec.suite.oracles.derender_checks import (
@@ -127,10 +128,8 @@ def test_derendered_text_encodes_back_to_the_ids(api, target, codec, path, strea
     assume(ids and codec.decode(ids) == text and codec.decode(prompt + ids) == codec.decode(prompt) + text)
     ch = {"index": 0, "token_ids": ids, "finish_reason": "length"}
     if streamed:
-        body = {"model": target.model, "stream": True, "stream_state": None, "prompt_tokens": len(prompt),
-                "prompt_token_ids": prompt, "generate_chunk": {"request_id": "tokenspec-stream", "choices": [ch]}}
-        body.update({"chat_request": plain_chat_request(target.model)} if path == CHAT else
-                    {"completion_request": {"model": target.model, "prompt": "Hello, who are you?"}})
+        body = stream_body(target.model, path, {"request_id": "tokenspec-stream", "choices": [ch]},
+                           prompt_token_ids=prompt, prompt="Hello, who are you?")
         out = api.post_ok(path, body)["chunk"]["choices"][0]
         got = visible_text(out.get("delta") or {}) if path == CHAT else out.get("text") or ""
     elif path == CHAT:
@@ -158,10 +157,7 @@ def test_a_parser_needs_the_request_it_parses_for(api, target, codec, capabiliti
         body = chat_derender(target.model, generate_response(choice(ids)))
         body.pop("chat_request", None)
     else:
-        body = {"model": target.model, "stream": True, "stream_state": None, "prompt_tokens": 3,
-                "prompt_token_ids": [1, 2, 3], "chat_request": plain_chat_request(target.model),
-                "generate_chunk": {"request_id": "tokenspec-stream",
-                                   "choices": [{"index": 0, "token_ids": ids, "finish_reason": None}]}}
+        body = stream_body(target.model, CHAT, {"request_id": "tokenspec-stream", "choices": [choice(ids, 0, None)]})
         body.pop(missing.removeprefix("streamed-"))
     resp = api.post(CHAT, body)
     assert resp.status_code == 400, (
@@ -310,13 +306,7 @@ def _with_metrics(target, codec, path: str, streamed: bool, metrics: dict) -> di
     if streamed:
         chunk = {"request_id": "tokenspec-stream", "metrics": metrics,
                  "choices": [{"index": 0, "token_ids": ids, "finish_reason": "stop"}]}
-        body = {"model": target.model, "stream": True, "generate_chunk": chunk, "stream_state": None,
-                "prompt_tokens": 3, "prompt_token_ids": [1, 2, 3]}
-        if path == CHAT:
-            body["chat_request"] = plain_chat_request(target.model)
-        else:
-            body["completion_request"] = {"model": target.model, "prompt": "Hello"}
-        return body
+        return stream_body(target.model, path, chunk)
     if path == CHAT:
         return chat_derender(target.model, generate_response(choice(ids), metrics=metrics))
     return completions_derender(target.model, [generate_response(choice(ids), metrics=metrics)])
@@ -400,8 +390,7 @@ def test_tool_call_ids_take_the_coupled_servers_form(api, target, codec, capabil
     ids = codec.encode(shapes()[shape])
     if streamed:
         chunk = {"request_id": "tokenspec-stream", "choices": [{"index": 0, "token_ids": ids, "finish_reason": "stop"}]}
-        body = {"model": target.model, "stream": True, "generate_chunk": chunk, "stream_state": None,
-                "prompt_tokens": 3, "prompt_token_ids": [1, 2, 3], "chat_request": request}
+        body = stream_body(target.model, CHAT, chunk, chat=request)
         calls = [c for ch in api.post_ok(CHAT, body)["chunk"]["choices"] for c in (ch.get("delta") or {}).get(
             "tool_calls") or []]
     else:
@@ -646,10 +635,7 @@ def test_an_id_the_tokenizer_lacks_is_no_text(api, target, codec, path, streamed
         usage = {"prompt_tokens": 3, "completion_tokens": len(ids), "total_tokens": 3 + len(ids)}
         chunk = {"request_id": "tokenspec-stream", "usage": usage,
                  "choices": [{"index": 0, "token_ids": ids, "finish_reason": "length"}]}
-        body = {"model": target.model, "stream": True, "generate_chunk": chunk, "stream_state": None,
-                "prompt_tokens": 3, "prompt_token_ids": [1, 2, 3]}
-        body.update({"chat_request": plain_chat_request(target.model)} if path == CHAT else
-                    {"completion_request": {"model": target.model, "prompt": "Hello"}})
+        body = stream_body(target.model, path, chunk)
         out = api.post_ok(path, body)["chunk"]
         got = "".join(visible_text(c.get("delta") or {}) if path == CHAT else c.get("text") or ""
                       for c in out["choices"])

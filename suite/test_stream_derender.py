@@ -15,19 +15,22 @@ from tokenspec.suite.engine.gating import not_tested, unsupported
 from tokenspec.suite.engine.probe import WINDOWS
 from tokenspec.suite.oracles import strategies
 from tokenspec.suite.oracles.builders import (
+    CHAT_DERENDER,
+    STREAM_PROMPT,
     chat_derender,
     chat_request,
     choice,
     completions_derender,
     generate_response,
     plain_chat_request,
+    stream_body,
     visible_text,
 )
 from tokenspec.suite.oracles.derender_checks import derender_request, plain_token, tool_call_shapes
 
-CHAT = "/v1/chat/completions/derender"
+CHAT = CHAT_DERENDER
 COMPLETIONS = "/v1/completions/derender"
-PROMPT = [1, 2, 3]
+PROMPT = STREAM_PROMPT
 # Characters whose UTF-8 bytes the byte-level tokenizers split over several tokens.
 MULTI_TOKEN_CANDIDATES = ["😀", "🚀", "👍🏽", "🇫🇷", "✨", "東", "語", "é"]
 
@@ -36,25 +39,6 @@ def gen_chunk(token_ids: list[int], finish_reason: str | None = None, index: int
     """One generate SSE event's payload with a single choice."""
     ch = {"index": index, "token_ids": token_ids, "finish_reason": finish_reason, "stop_reason": None}
     return {"request_id": "tokenspec-stream", "choices": [ch]}
-
-
-def stream_body(
-    model: str, path: str, chunk: dict, state: dict | None, prompt_token_ids: list[int] = PROMPT,
-    chat: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "model": model,
-        "stream": True,
-        "generate_chunk": chunk,
-        "stream_state": state,
-        "prompt_tokens": len(prompt_token_ids),
-        "prompt_token_ids": prompt_token_ids,
-    }
-    if path == CHAT:
-        body["chat_request"] = chat or plain_chat_request(model)
-    else:
-        body["completion_request"] = {"model": model, "prompt": "Hello"}
-    return body
 
 
 def stream_derender(

@@ -56,6 +56,25 @@ def completions_derender(
     }
 
 
+CHAT_DERENDER = "/v1/chat/completions/derender"
+STREAM_PROMPT = [1, 2, 3]
+
+
+def stream_body(
+    model: str, path: str, chunk: dict[str, Any], state: dict[str, Any] | None = None,
+    prompt_token_ids: list[int] = STREAM_PROMPT, chat: dict[str, Any] | None = None, prompt: str = "Hello",
+) -> dict[str, Any]:
+    """One streamed derender body for ``path`` (chat or completions): a generate chunk, the stream_state so far,
+    the prompt's ids, and the chat request (a plain one unless given) or a completions request for ``prompt``."""
+    body: dict[str, Any] = {"model": model, "stream": True, "generate_chunk": chunk, "stream_state": state,
+                            "prompt_tokens": len(prompt_token_ids), "prompt_token_ids": prompt_token_ids}
+    if path == CHAT_DERENDER:
+        body["chat_request"] = chat or plain_chat_request(model)
+    else:
+        body["completion_request"] = {"model": model, "prompt": prompt}
+    return body
+
+
 def visible_text(message: dict[str, Any]) -> str:
     """reasoning + content: where plain decoded text ends up whichever parser a server runs."""
     return (message.get("reasoning") or message.get("reasoning_content") or "") + (message.get("content") or "")
