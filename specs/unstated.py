@@ -234,7 +234,7 @@ RULES: dict[str, Callable[[Mapping[str, Any], Limits], bool]] = {
 }
 #: Rules only the server can decide (its template, its parsers): named in the documents, never a reason.
 UNDECIDABLE = frozenset({"template-refuses", "parser-needs-chat-request", "auto-tool-choice-needs-parser",
-                         "id-past-vocabulary"})
+                         "id-past-vocabulary", "n-above-engine-limit", "prompt-logprob-token-ids-unavailable"})
 
 
 def declared_rules(schema: Any, root: Any = None) -> dict[str, str]:
