@@ -212,6 +212,21 @@ def _above_server_bounds(body: Mapping[str, Any], limits: Limits) -> bool:
     return False
 
 
+def _sampling(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    params = body.get("sampling_params")
+    return params if isinstance(params, dict) else {}
+
+
+def _empty_choice(body: Mapping[str, Any], _: Limits) -> bool:
+    outputs = _sampling(body).get("structured_outputs")
+    return isinstance(outputs, dict) and outputs.get("choice") == []
+
+
+def _empty_prompt_logprob_rows(body: Mapping[str, Any], _: Limits) -> bool:
+    rows = _sampling(body).get("prompt_logprob_token_ids")
+    return isinstance(rows, list) and not any(isinstance(row, list) and row for row in rows)
+
+
 #: rule name (as ``x-tokenspec-unstated`` names it) -> whether a body provably breaks it.
 RULES: dict[str, Callable[[Mapping[str, Any], Limits], bool]] = {
     "min-tokens-above-max-tokens": _min_tokens_above_max,
@@ -231,6 +246,8 @@ RULES: dict[str, Callable[[Mapping[str, Any], Limits], bool]] = {
     "prompt-tokens-length": _prompt_tokens_length,
     "choice-index-repeated": _choice_index_repeated,
     "above-server-bounds": _above_server_bounds,
+    "empty-choice": _empty_choice,
+    "empty-prompt-logprob-rows": _empty_prompt_logprob_rows,
 }
 #: Rules only the server can decide (its template, its parsers): named in the documents, never a reason.
 UNDECIDABLE = frozenset({"template-refuses", "parser-needs-chat-request", "auto-tool-choice-needs-parser",

@@ -58,6 +58,10 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "above-server-bounds": (
         {"generate_chunk": {"choices": [{"index": 0, "logprobs": {"content": [{"top_logprobs": [{}] * 21}]}}]}},
         {"generate_chunk": {"choices": [{"index": 0, "logprobs": {"content": [{"top_logprobs": [{}] * 20}]}}]}}),
+    "empty-choice": ({"token_ids": [1], "sampling_params": {"structured_outputs": {"choice": []}}},
+                     {"token_ids": [1], "sampling_params": {"structured_outputs": {"choice": ["a"]}}}),
+    "empty-prompt-logprob-rows": ({"token_ids": [1], "sampling_params": {"prompt_logprob_token_ids": [[]]}},
+                                  {"token_ids": [1], "sampling_params": {"prompt_logprob_token_ids": [[], [5]]}}),
 }
 
 
