@@ -88,11 +88,11 @@ class Frontend:
 
     def chat_derender(self, body: dict[str, Any], request: Request) -> Any:
         if body.get("stream") is True:
-            schemas.check_shape(body, schemas.DERENDER_STREAM)
+            schemas.check_shape(body, schemas.DERENDER_STREAM, integers=True)
             name = self.check_model(body)
             check_chat_stream(self.config, body)
             return self.derenderer.chat_stream(body, body.get("model") or name)
-        schemas.check_shape(body, schemas.DERENDER_CHAT)
+        schemas.check_shape(body, schemas.DERENDER_CHAT, integers=True)
         name = self.check_model(body)
         check_generate_responses(self.config, [body["generate_response"]])
         check_prompt_ids(self.config, [body.get("prompt_token_ids")])
@@ -100,11 +100,11 @@ class Frontend:
 
     def completions_derender(self, body: dict[str, Any], request: Request) -> Any:
         if body.get("stream") is True:
-            schemas.check_shape(body, schemas.DERENDER_STREAM)
+            schemas.check_shape(body, schemas.DERENDER_STREAM, integers=True)
             name = self.check_model(body)
             check_prompt_ids(self.config, [body.get("prompt_token_ids")])
             return self.derenderer.completions_stream(body, body.get("model") or name)
-        schemas.check_shape(body, schemas.DERENDER_COMPLETION)
+        schemas.check_shape(body, schemas.DERENDER_COMPLETION, integers=True)
         name = self.check_model(body)
         if not body["generate_responses"]:
             raise bad_request("generate_responses must not be empty")

@@ -171,15 +171,16 @@ def _whole_numbers(value: Any, schema: Any) -> Any:
     return value
 
 
-def check_shape(body: Any, schema: dict[str, Any]) -> dict[str, Any]:
-    """Return ``body`` if it fits ``schema`` (its integral floats made integers, in place); else raise the 400
-    vLLM's pydantic layer would give."""
+def check_shape(body: Any, schema: dict[str, Any], *, integers: bool = False) -> dict[str, Any]:
+    """Return ``body`` if it fits ``schema``; else raise the 400 vLLM's pydantic layer would give. With
+    ``integers`` its integral floats are made integers in place, where the shape wants one (derender: vLLM's
+    generate-response models read 5.0 as 5; render reads its own fields field by field, render._check_common)."""
     validator = _VALIDATORS.get(id(schema))
     if validator is None:
         validator = _VALIDATORS.setdefault(id(schema), SpecValidator(schema))  # compiled yes/no, jsonschema's errors
     errors = sorted(validator.iter_errors(body), key=lambda e: list(e.absolute_path))
     if not errors:
-        return _whole_numbers(body, schema)
+        return _whole_numbers(body, schema) if integers else body
     lines = [f"  {{'loc': 'body{''.join('.' + str(p) for p in e.absolute_path)}', 'msg': {e.message!r}}}"
              for e in errors]
     first = errors[0]
