@@ -404,6 +404,19 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         test._hypothesis_internal_use_settings = current
 
 
+def _group_message(group: BaseExceptionGroup) -> str:
+    """Each failure's own message and failing example, then the group's verdict where it says more than a count
+    (a flaky failure's "produces unreliable results" is itself the finding against a server that answers at
+    random). The failures come first: a cause is read from the first line."""
+    lines = []
+    for i, e in enumerate(group.exceptions):
+        lines.append(f"failure {i + 1} of {len(group.exceptions)}: {type(e).__name__}: {str(e)[:1500]}")
+        lines += getattr(e, "__notes__", [])[:1]
+    if " distinct failures" not in str(group):
+        lines += [str(group)[:1500], *getattr(group, "__notes__", [])[:1]]
+    return "\n".join(lines)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     report = yield
@@ -426,9 +439,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     group = call.excinfo.value if call.excinfo is not None else None
     if report.failed and isinstance(group, BaseExceptionGroup):
         # Hypothesis found several distinct failures: each one's own message, not just "2 sub-exceptions".
-        report.user_properties.append(("message", "\n".join(
-            f"failure {i + 1} of {len(group.exceptions)}: {type(e).__name__}: {str(e)[:1500]}"
-            for i, e in enumerate(group.exceptions))))
+        report.user_properties.append(("message", _group_message(group)))
     if report.when == "call":
         from tokenspec.core.transport import RETRIES
 

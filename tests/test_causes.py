@@ -80,3 +80,29 @@ def test_token_ids_are_shown_as_text_with_the_runs_codec(tiny_model) -> None:
     assert nested == (left, right), "a field of ids on both sides is decoded too"
     assert id_pairs('"stop"', '"length"') == [] and decoded("[1, 2]", "[1, 3]", lambda ids: 1 / 0) == ("", ""), \
         "no ids, or a codec that cannot decode them: nothing shown as text, the ids still are"
+
+
+def test_a_flaky_hypothesis_failure_keeps_its_message_and_its_failing_example() -> None:
+    """Hypothesis reports a failure that does not repeat (a server that answers at random) as a group: the report
+    must still give the assertion first (the cause is read from it), the example to replay, and the verdict."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from tokenspec.suite.plugin import _group_message
+
+    calls = []
+
+    @settings(database=None)
+    @given(st.integers())
+    def answers_at_random(x: int) -> None:
+        calls.append(x)
+        assert len(calls) != 3, "two renders of one request gave different token_ids"
+
+    try:
+        answers_at_random()
+    except BaseExceptionGroup as group:
+        message = _group_message(group)
+    else:
+        raise AssertionError("hypothesis did not report the failure")
+    assert normalised(message) == "two renders of one request gave different token_ids"
+    assert "Failing test case: answers_at_random(" in message and "produces unreliable results" in message
