@@ -4,7 +4,10 @@ A document's request schema states every refusal JSON Schema can; the rest it na
 ``x-tokenspec-unstated`` (``specs/unstated.py``). Two kinds of schemathesis failure are then not the server's:
 
 - "schema-valid request rejected" for a body that breaks one of those named rules (min_tokens above max_tokens):
-  the refusal is the spec's, and vLLM makes it too;
+  the refusal is the spec's, and vLLM makes it too. A rule about the deployment (its context, its vocabulary, its
+  engine's batch size) is decided from what the server states: /v1/models' max_model_len, and the bounds its own
+  /openapi.json states under ``info.x-tokenspec-limits`` (the reference frontend states them); a server that
+  states none has every such refusal kept as a failure;
 - a failure whose positive / negative label the document's own compiled validator contradicts (schemathesis's
   coverage phase can mark a body valid that the schema refuses, and a mutation can leave a body valid).
 
@@ -27,17 +30,31 @@ _REJECTED_VALID = "ST202"
 _ACCEPTED_INVALID = "ST201"
 
 
+#: The bounds a server may state in its own /openapi.json (``info.x-tokenspec-limits``), with their types.
+_STATED = {"vocab_size": int, "max_num_seqs": int, "prompt_logprob_token_ids": bool, "thinking_token_budget": bool}
+
+
 @functools.lru_cache(maxsize=16)
 def _limits(origin: str, authorization: str | None) -> Limits:
-    """The deployment's max_model_len, from its /v1/models (None when it does not say)."""
+    """The deployment's max_model_len from its /v1/models, and the bounds its own /openapi.json states (each None
+    when it does not say: a rule that needs it is then never taken as the reason for a refusal)."""
     headers = {"authorization": authorization} if authorization else {}
-    try:
-        with Transport().client("target", origin, timeout=10.0) as client:
-            models = client.get("/v1/models", headers=headers).json().get("data") or []
-    except (httpx.HTTPError, ValueError, AttributeError):
-        return Limits()
+    with Transport().client("target", origin, timeout=10.0) as client:
+        models = _json(client, "/v1/models", headers).get("data") or []
+        info = _json(client, "/openapi.json", headers).get("info")
     lengths = [m.get("max_model_len") for m in models if isinstance(m, dict)]
-    return Limits(max_model_len=next((n for n in lengths if isinstance(n, int)), None))
+    stated = info.get("x-tokenspec-limits") if isinstance(info, dict) else None
+    stated = stated if isinstance(stated, dict) else {}
+    return Limits(max_model_len=next((n for n in lengths if isinstance(n, int)), None),
+                  **{k: v for k, v in stated.items() if k in _STATED and type(v) is _STATED[k]})
+
+
+def _json(client: httpx.Client, path: str, headers: dict[str, str]) -> dict[str, Any]:
+    try:
+        answer = client.get(path, headers=headers).json()
+    except (httpx.HTTPError, ValueError):
+        return {}
+    return answer if isinstance(answer, dict) else {}
 
 
 def _body_schema(case: Any) -> Any:

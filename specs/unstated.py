@@ -24,11 +24,18 @@ _GREEDY = 1e-5  # vLLM's _SAMPLING_EPS: a temperature below it is greedy
 
 @dataclass(frozen=True)
 class Limits:
-    """What a rule may need to know of the deployment: the context length its /v1/models reports, and its
-    max_logprobs (no route reports it: vLLM's default)."""
+    """What a rule may need to know of the deployment: the context length its /v1/models reports, its max_logprobs
+    (no route reports it: vLLM's default), and the bounds a server may state in its own ``/openapi.json``
+    (``info.x-tokenspec-limits``: its vocabulary, its engine's max_num_seqs, whether its engine scores
+    prompt_logprob_token_ids and honours thinking_token_budget). A bound nobody stated is None, and no rule that
+    needs it is ever found broken."""
 
     max_model_len: int | None = None
     max_logprobs: int = 20
+    vocab_size: int | None = None
+    max_num_seqs: int | None = None
+    prompt_logprob_token_ids: bool | None = None
+    thinking_token_budget: bool | None = None
 
 
 def _int(value: Any) -> int | None:
@@ -148,7 +155,8 @@ def _logprob_token_ids_unsupported(body: Mapping[str, Any], _: Limits) -> bool:
 
 
 def _continue_with_generation_prompt(body: Mapping[str, Any], _: Limits) -> bool:
-    return body.get("continue_final_message") is True and body.get("add_generation_prompt") is True
+    """add_generation_prompt defaults to true: vLLM's validator lets an absent one pass, the template does not."""
+    return body.get("continue_final_message") is True and body.get("add_generation_prompt", True) in (True, None)
 
 
 def _prompt_logprobs_with_stream(body: Mapping[str, Any], _: Limits) -> bool:
@@ -227,6 +235,35 @@ def _empty_prompt_logprob_rows(body: Mapping[str, Any], _: Limits) -> bool:
     return isinstance(rows, list) and not any(isinstance(row, list) and row for row in rows)
 
 
+def _ids(value: Any) -> list[int]:
+    return [i for i in map(_int, value) if i is not None] if isinstance(value, list) else []
+
+
+def _id_past_vocabulary(body: Mapping[str, Any], limits: Limits) -> bool:
+    """Detokenize's tokens, generate's token_ids."""
+    size = limits.vocab_size
+    return size is not None and any(i >= size for i in _ids(body.get("tokens")) + _ids(body.get("token_ids")))
+
+
+def _n_above_engine_limit(body: Mapping[str, Any], limits: Limits) -> bool:
+    """generate's sampling_params.n, or the coupled API's n."""
+    n = _int(_sampling(body).get("n", body.get("n")))
+    return limits.max_num_seqs is not None and n is not None and n > limits.max_num_seqs
+
+
+def _prompt_logprob_token_ids_unavailable(body: Mapping[str, Any], limits: Limits) -> bool:
+    rows = _sampling(body).get("prompt_logprob_token_ids")
+    if rows is None:
+        return False
+    too_many = isinstance(rows, list) and limits.max_model_len is not None and len(rows) > limits.max_model_len - 1
+    return limits.prompt_logprob_token_ids is False or too_many
+
+
+def _thinking_budget_without_reasoning(body: Mapping[str, Any], limits: Limits) -> bool:
+    budget = _sampling(body).get("thinking_token_budget", body.get("thinking_token_budget"))
+    return limits.thinking_token_budget is False and budget is not None
+
+
 #: rule name (as ``x-tokenspec-unstated`` names it) -> whether a body provably breaks it.
 RULES: dict[str, Callable[[Mapping[str, Any], Limits], bool]] = {
     "min-tokens-above-max-tokens": _min_tokens_above_max,
@@ -248,10 +285,13 @@ RULES: dict[str, Callable[[Mapping[str, Any], Limits], bool]] = {
     "above-server-bounds": _above_server_bounds,
     "empty-choice": _empty_choice,
     "empty-prompt-logprob-rows": _empty_prompt_logprob_rows,
+    "id-past-vocabulary": _id_past_vocabulary,
+    "n-above-engine-limit": _n_above_engine_limit,
+    "prompt-logprob-token-ids-unavailable": _prompt_logprob_token_ids_unavailable,
+    "thinking-budget-without-reasoning": _thinking_budget_without_reasoning,
 }
 #: Rules only the server can decide (its template, its parsers): named in the documents, never a reason.
-UNDECIDABLE = frozenset({"template-refuses", "parser-needs-chat-request", "auto-tool-choice-needs-parser",
-                         "id-past-vocabulary", "n-above-engine-limit", "prompt-logprob-token-ids-unavailable"})
+UNDECIDABLE = frozenset({"template-refuses", "parser-needs-chat-request", "auto-tool-choice-needs-parser"})
 
 
 def declared_rules(schema: Any, root: Any = None) -> dict[str, str]:

@@ -45,7 +45,7 @@ def test_serve_passes_its_flags_to_both_servers_then_sigterm_leaves_nothing_runn
         engine_port = s.getsockname()[1]
     proc = subprocess.Popen([sys.executable, "-m", "tokenspec", "serve", "--tool-parser", "none",
                              "--reasoning-parser", "deepseek_r1", "--max-model-len", "1536", "--max-concurrency", "7",
-                             "--api-generation", "0.33", "--engine-port", str(engine_port)],
+                             "--max-num-seqs", "9", "--api-generation", "0.33", "--engine-port", str(engine_port)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     lines: list[str] = []
     ready = threading.Event()
@@ -73,9 +73,12 @@ def test_serve_passes_its_flags_to_both_servers_then_sigterm_leaves_nothing_runn
             assert httpx.get(f"{url}/v1/models", timeout=30).json()["data"][0]["max_model_len"] == 1536, url
         engine_cmd = _command_line(engine_port)
         assert "--reasoning-parser deepseek_r1" in engine_cmd and "--tool-call-parser" not in engine_cmd
+        assert "--max-num-seqs 9" in engine_cmd
+        limits = httpx.get(f"{frontend}/openapi.json", timeout=60).json()["info"]["x-tokenspec-limits"]
+        assert limits["max_num_seqs"] == 9 and limits["prompt_logprob_token_ids"] is False  # the CPU engine's V1 runner
         frontend_cmd = _command_line(int(frontend.rsplit(":", 1)[1]))
         for flag in ("--tool-parser none", "--reasoning-parser deepseek_r1", "--max-model-len 1536",
-                     "--max-concurrency 7", "--api-generation 0.33"):
+                     "--max-concurrency 7", "--max-num-seqs 9", "--api-generation 0.33"):
             assert flag in frontend_cmd, (flag, frontend_cmd)
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -10,7 +10,8 @@ import pytest
 from tokenspec.specs.openapi import DOCUMENTS, load_document
 from tokenspec.specs.unstated import RULES, UNDECIDABLE, Limits, broken_rules, declared_rules
 
-LIMITS = Limits(max_model_len=2048, max_logprobs=20)
+LIMITS = Limits(max_model_len=2048, max_logprobs=20, vocab_size=1000, max_num_seqs=128,
+                prompt_logprob_token_ids=False, thinking_token_budget=False)
 CHAT = {"messages": [{"role": "user", "content": "hi"}]}
 TOOLS = [{"type": "function", "function": {"name": "get_weather"}}]
 
@@ -39,8 +40,8 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "top-logprobs-without-logprobs": ({**CHAT, "top_logprobs": 2}, {**CHAT, "top_logprobs": 2, "logprobs": True}),
     "logprob-token-ids-unsupported": ({**CHAT, "logprob_token_ids": [1]},
                                       {**CHAT, "logprob_token_ids": [1], "logprobs": True}),
-    "continue-with-generation-prompt": ({**CHAT, "continue_final_message": True, "add_generation_prompt": True},
-                                        {**CHAT, "continue_final_message": True}),
+    "continue-with-generation-prompt": ({**CHAT, "continue_final_message": True},
+                                        {**CHAT, "continue_final_message": True, "add_generation_prompt": False}),
     "prompt-logprobs-with-stream": ({"prompt": "a", "prompt_logprobs": 1, "stream": True},
                                     {"prompt": "a", "prompt_logprobs": 0, "stream": True}),
     "greedy-with-several-choices": ({"prompt": "a", "n": 2, "temperature": 0.0},
@@ -62,6 +63,14 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
                      {"token_ids": [1], "sampling_params": {"structured_outputs": {"choice": ["a"]}}}),
     "empty-prompt-logprob-rows": ({"token_ids": [1], "sampling_params": {"prompt_logprob_token_ids": [[]]}},
                                   {"token_ids": [1], "sampling_params": {"prompt_logprob_token_ids": [[], [5]]}}),
+    "id-past-vocabulary": ({"tokens": [5, 1000.0]}, {"tokens": [5, 999]}),
+    "n-above-engine-limit": ({"token_ids": [1], "sampling_params": {"n": 129}},
+                             {"token_ids": [1], "sampling_params": {"n": 128}}),
+    "prompt-logprob-token-ids-unavailable": (
+        {"token_ids": [1], "sampling_params": {"prompt_logprob_token_ids": [[5]]}},
+        {"token_ids": [1], "sampling_params": {"prompt_logprob_token_ids": None}}),
+    "thinking-budget-without-reasoning": ({**CHAT, "thinking_token_budget": 0},
+                                          {**CHAT, "thinking_token_budget": None}),
 }
 
 
@@ -80,6 +89,14 @@ def test_integral_floats_count_as_integers_and_defaults_as_caps() -> None:
     assert not list(broken_rules({"prompt": "a", "min_tokens": 17, "max_tokens": None}, rule, LIMITS))
     assert list(broken_rules({**CHAT, "min_tokens": 2049}, rule, LIMITS))
     assert not list(broken_rules({**CHAT, "min_tokens": 2049}, rule, Limits()))  # no context known: not provable
+
+
+def test_a_bound_the_server_did_not_state_decides_nothing() -> None:
+    """Without the server's own statement of its vocabulary, engine batch size or runner, no body breaks those."""
+    for rule in ("id-past-vocabulary", "n-above-engine-limit", "prompt-logprob-token-ids-unavailable",
+                 "thinking-budget-without-reasoning"):
+        assert not list(broken_rules(CASES[rule][0], {rule: ""}, Limits(max_model_len=2048)))
+    assert list(broken_rules({"n": 129, "messages": []}, {"n-above-engine-limit": ""}, LIMITS))  # the coupled API
 
 
 def _documented() -> dict[str, str]:

@@ -44,7 +44,8 @@ def create_app(config: FrontendConfig) -> Starlette:
 
     async def openapi(request: Request) -> Response:
         if "document" not in served:
-            served["document"] = served_spec(config, routes)
+            takes = await gateway.engine_takes() if gateway is not None else {}
+            served["document"] = served_spec(config, routes, fe.model.vocab_size, takes)
         return JSONResponse(served["document"])
 
     served: dict[str, Any] = {}
@@ -64,6 +65,7 @@ def create_app(config: FrontendConfig) -> Starlette:
         Route("/version", version, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
     ]
+    gateway = None
     if config.engine_url:
         from tokenspec.harness.frontend.gateway import Gateway
 
@@ -83,12 +85,17 @@ def create_app(config: FrontendConfig) -> Starlette:
     return app
 
 
-def served_spec(config: FrontendConfig, routes: list[Route]) -> dict[str, Any]:
+def served_spec(config: FrontendConfig, routes: list[Route], vocab_size: int,
+                engine_takes: dict[str, bool] | None = None) -> dict[str, Any]:
     """The spec this frontend is judged by, for its own routes, bundled into one document (``/openapi.json``).
 
-    The documents' operations unchanged, plus what this deployment fixes and the documents cannot: the output
-    token caps are at most max_model_len (vLLM refuses more), and with a tool or reasoning parser chat derender
-    needs chat_request (and, streamed, prompt_token_ids), as vLLM's does.
+    The documents' operations, plus what this deployment fixes and the documents leave to the server: the output
+    token caps are at most max_model_len (vLLM refuses more); with a tool or reasoning parser chat derender needs
+    chat_request (and, streamed, prompt_token_ids), as vLLM's does; token ids stop at its vocabulary; with an
+    engine, n stops at the engine's max_num_seqs (where known), and a sampling parameter the engine does not
+    take (Gateway.engine_takes) must be null. The same bounds are stated under ``info.x-tokenspec-limits``, so a
+    run with the spec's own documents (``specs/schemathesis_hooks.py``) decides those rules as a run with this
+    document does.
     """
     from tokenspec.specs.openapi import bundle
 
@@ -108,7 +115,32 @@ def served_spec(config: FrontendConfig, routes: list[Route]) -> dict[str, Any]:
             target["required"] = [*target.get("required", []), *needed]
             for name in needed:
                 target["properties"][name] = {"not": {"type": "null"}, **target["properties"][name]}
+    ids = {"type": "array", "items": {"maximum": vocab_size - 1}}
+    limits: dict[str, Any] = {"vocab_size": vocab_size}
+    _bound(document, "/detokenize", {"properties": {"tokens": ids}})
+    if config.engine_url:
+        engine: dict[str, Any] = {name: {"type": "null"} for name, taken in (engine_takes or {}).items() if not taken}
+        limits.update(engine_takes or {})
+        if config.max_num_seqs is not None:
+            limits["max_num_seqs"] = config.max_num_seqs
+            engine["n"] = {"maximum": config.max_num_seqs}
+        _bound(document, "/inference/v1/generate",
+               {"properties": {"token_ids": ids, "sampling_params": {"properties": engine}}})
+        coupled = {k: v for k, v in engine.items() if k != "prompt_logprob_token_ids"}  # not a coupled field
+        for path in ("/v1/chat/completions", "/v1/completions"):
+            _bound(document, path, {"properties": coupled})
+    document["info"]["x-tokenspec-limits"] = limits
     return document
+
+
+def _bound(document: dict[str, Any], path: str, bounds: dict[str, Any]) -> None:
+    """The operation's request body as the documents state it, and ``bounds`` too (the shared components stay as
+    they are: render's answers are GenerateRequests, and a render may ask for more than this engine serves)."""
+    operation = document["paths"].get(path, {}).get("post")
+    if operation is None:
+        return
+    media = operation["requestBody"]["content"]["application/json"]
+    media["schema"] = {"allOf": [media["schema"], bounds]}
 
 
 class _AnnouncingServer(uvicorn.Server):

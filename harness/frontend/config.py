@@ -25,6 +25,8 @@ class FrontendConfig:
     engine_url: str | None = None  # where the /v1/* gateway sends generate requests
     engine_timeout: float = 120.0
     max_concurrency: int | None = None  # gateway requests in flight before answering 503
+    #: The engine's max_num_seqs (its largest n), stated in /openapi.json; None: not known, not stated.
+    max_num_seqs: int | None = None
     #: The vLLM API generation whose wire the frontend speaks where generations differ (the streaming state's window,
     #: streamed output_mode derender): 0.34, the newest, or 0.33.
     api_generation: str = "0.34"

@@ -135,6 +135,24 @@ class Gateway:
         finally:
             await resp.aclose()
 
+    async def engine_takes(self) -> dict[str, bool]:
+        """Which of the sampling parameters that depend on the engine's settings (no route reports them) it takes:
+        ``prompt_logprob_token_ids`` (vLLM's V2 model runner) and ``thinking_token_budget`` (a reasoning config).
+        Each is asked with the smallest request that uses it, so /openapi.json states what this deployment serves;
+        one the engine gave no verdict on (unreachable, an answer other than 200 or 400) is left out."""
+        probes = {"prompt_logprob_token_ids": [[0]], "thinking_token_budget": 1}
+        takes: dict[str, bool] = {}
+        for name, value in probes.items():
+            request = {"model": self.fe.config.model_name, "token_ids": [0, 0],
+                       "sampling_params": {"max_tokens": 1, name: value}}
+            try:
+                verdict = {200: True, 400: False}.get((await self._post(GENERATE, request)).status_code)
+            except ApiError:
+                verdict = None
+            if verdict is not None:
+                takes[name] = verdict
+        return takes
+
     # -- routes -----------------------------------------------------------------------------------------
 
     async def generate(self, request: Request) -> Response:
@@ -396,11 +414,13 @@ class Gateway:
         version = self.fe.tokenizer_version if _pins_or_asks_tokens(body) else None
         name = body.get("model") or self.fe.config.model_name
         if body.get("stream"):
-            if len(gen_requests) != 1:
-                raise ApiError("streaming is supported for one prompt per request", param="prompt")
-            events = await self._open_stream(gen_requests[0])
-            return StreamingResponse(self._relay(events, self._completion_chunks(body, gen_requests[0], version)),
-                                     media_type="text/event-stream")
+            if len(gen_requests) == 1:
+                events = await self._open_stream(gen_requests[0])
+                chunks = self._relay(events, self._completion_chunks(body, gen_requests[0], version))
+            else:
+                first = await self._open_stream(gen_requests[0])  # a refusal of the first prompt is a 4xx
+                chunks = self._prompts_in_turn(body, gen_requests, first, f"cmpl-{suffix}", version)
+            return StreamingResponse(chunks, media_type="text/event-stream")
         responses = [await self._generate(r) for r in gen_requests]
         out = self.fe.derenderer.completions(
             {"generate_responses": responses, "prompt_tokens": [len(r["token_ids"]) for r in gen_requests],
@@ -417,6 +437,43 @@ class Gateway:
         if version is not None:
             out["tokenizer_version"] = version
         return JSONResponse(out)
+
+    async def _prompts_in_turn(self, body: dict[str, Any], gen_requests: list[dict[str, Any]],
+                               first: AsyncIterator[dict[str, Any]], request_id: str, version: str | None
+                               ) -> AsyncIterator[bytes]:
+        """One completions stream for several prompts, as vLLM's coupled server gives it: every chunk carries the
+        request's id, prompt i's choice j is index i * n + j, and one usage chunk at the end counts all prompts.
+        The prompts are generated one after another (vLLM interleaves them; the order of chunks across prompts is
+        not part of the contract). A prompt the engine refuses after the stream started ends it with an error."""
+        per_prompt = int(body.get("n") or 1)
+        usage = {"prompt_tokens": 0, "completion_tokens": 0}
+        usage_seen = False
+
+        async def chunks() -> AsyncIterator[dict[str, Any]]:
+            nonlocal usage_seen
+            for i, gen_request in enumerate(gen_requests):
+                events = first if i == 0 else await self._open_stream(gen_request)
+                convert = self._completion_chunks(body, gen_request, version)
+                async for event in events:
+                    chunk = convert(event)
+                    if chunk is None:
+                        continue
+                    if not chunk["choices"]:  # this prompt's usage: counted into the one at the end
+                        usage_seen = True
+                        for key in usage:
+                            usage[key] += chunk["usage"][key]
+                        continue
+                    chunk["id"] = request_id
+                    for choice in chunk["choices"]:
+                        choice["index"] += i * per_prompt
+                    yield chunk
+            if usage_seen:
+                yield {"id": request_id, "object": "text_completion", "created": int(time.time()),
+                       "model": body.get("model") or self.fe.config.model_name, "choices": [],
+                       "usage": {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]}}
+
+        async for data in self._relay(chunks(), lambda chunk: chunk):
+            yield data
 
     def _completion_chunks(self, body: dict[str, Any], gen_request: dict[str, Any], version: str | None
                            ) -> Callable[[dict[str, Any]], dict[str, Any] | None]:

@@ -88,8 +88,13 @@ class Renderer:
         add_generation = body.get("add_generation_prompt", True)
         if add_generation is None:
             add_generation = True
-        if continue_final and add_generation:
+        if continue_final and body.get("add_generation_prompt"):  # vLLM's request validator
             raise bad_request("Cannot set both `continue_final_message` and `add_generation_prompt` to True.")
+        if continue_final and add_generation:  # the default generation prompt: the template's own refusal
+            raise bad_request("continue_final_message and add_generation_prompt are not compatible. Use "
+                              "continue_final_message when you want the model to continue the final message, and "
+                              "add_generation_prompt when you want to add a header that will prompt it to start a new "
+                              "assistant message instead.")
         add_special = bool(body.get("add_special_tokens", False))
         as_parts = wants_content_parts(template)
         kwargs = template_kwargs(body)

@@ -26,13 +26,15 @@ from tokenspec.harness.processes import ServerProcess
 TOOL_PARSER = "hermes"
 REASONING_PARSER = "qwen3"
 MAX_MODEL_LEN = 2048  # the engine's and the frontend's context length must agree
+MAX_NUM_SEQS = 128  # the engine's largest batch (vLLM's CPU default), which the frontend states in /openapi.json
 
 
 def frontend_process(model_dir: Path, served_model_name: str, engine_url: str | None, port: int = 0, *,
                      tool_parser: str | None = TOOL_PARSER, reasoning_parser: str | None = REASONING_PARSER,
                      text_filter: str = "pass-through", api_key_env: str | None = None,
                      max_model_len: int = MAX_MODEL_LEN, max_concurrency: int | None = None,
-                     api_generation: str | None = None, host: str | None = None) -> ServerProcess:
+                     max_num_seqs: int | None = None, api_generation: str | None = None,
+                     host: str | None = None) -> ServerProcess:
     """The CPU frontend as a child process (``python -m tokenspec serve frontend``)."""
     cmd = [sys.executable, "-m", "tokenspec", "serve", "frontend", "--model", str(model_dir),
            "--served-model-name", served_model_name, "--port", "{port}",
@@ -46,6 +48,8 @@ def frontend_process(model_dir: Path, served_model_name: str, engine_url: str | 
         cmd += ["--api-key-env", api_key_env]  # the child reads the key from the environment it inherits
     if max_concurrency is not None:
         cmd += ["--max-concurrency", str(max_concurrency)]
+    if max_num_seqs is not None:
+        cmd += ["--max-num-seqs", str(max_num_seqs)]
     if api_generation:
         cmd += ["--api-generation", api_generation]
     if host:
@@ -68,6 +72,7 @@ class ReferenceServer:
     api_key_env: str | None = None
     max_model_len: int = MAX_MODEL_LEN
     max_concurrency: int | None = None
+    max_num_seqs: int = MAX_NUM_SEQS
     api_generation: str | None = None
     #: The engine's port (0: a free one) and the frontend's address.
     engine_port: int = 0
@@ -77,7 +82,8 @@ class ReferenceServer:
 
     def start(self) -> ReferenceServer:
         install = vllm.find_vllm(self.flavour)  # type: ignore[arg-type]
-        extra = vllm.parser_args(self.tool_parser, self.reasoning_parser) + vllm.engine_args(self.max_model_len)
+        extra = [*vllm.parser_args(self.tool_parser, self.reasoning_parser), *vllm.engine_args(self.max_model_len),
+                 "--max-num-seqs", str(self.max_num_seqs)]
         self.engine = vllm.VllmServer(install, "engine", self.model_dir, self.served_model_name,
                                       port=self.engine_port, extra_args=extra)
         try:
@@ -87,6 +93,7 @@ class ReferenceServer:
                                              text_filter=self.text_filter, api_key_env=self.api_key_env,
                                              max_model_len=self.max_model_len,
                                              max_concurrency=self.max_concurrency,
+                                             max_num_seqs=self.max_num_seqs,
                                              api_generation=self.api_generation, host=self.host)
             self.frontend.start()
         except BaseException:
@@ -122,7 +129,8 @@ def reference_server(args: argparse.Namespace, model_dir: Path) -> ReferenceServ
                            tool_parser=None if args.tool_parser == "none" else args.tool_parser,
                            reasoning_parser=None if args.reasoning_parser == "none" else args.reasoning_parser,
                            max_model_len=args.max_model_len, max_concurrency=args.max_concurrency,
-                           api_generation=args.api_generation, engine_port=args.engine_port,
+                           max_num_seqs=args.max_num_seqs or MAX_NUM_SEQS, api_generation=args.api_generation,
+                           engine_port=args.engine_port,
                            host=None if args.host == "127.0.0.1" else args.host)
 
 

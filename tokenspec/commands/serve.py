@@ -30,6 +30,7 @@ def _serve(args: argparse.Namespace) -> int:
             engine_url=args.engine,
             max_model_len=args.max_model_len,
             max_concurrency=args.max_concurrency,
+            max_num_seqs=args.max_num_seqs,
             text_filter=args.text_filter,
             api_generation=args.api_generation,
             api_key_digests=digests_from_env(args.api_key_env) if args.api_key_env else (),
@@ -64,6 +65,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     serve.add_argument("--max-model-len", type=int, default=2048,
                        help="context length (all: the engine's and the frontend's)")
     serve.add_argument("--max-concurrency", type=int, help="gateway requests in flight before answering 503")
+    serve.add_argument("--max-num-seqs", type=int,
+                       help="the engine's largest batch, so its largest n (all: given to the engine, default 128;"
+                            " frontend: the --engine's, stated in /openapi.json)")
     serve.add_argument("--text-filter", default="pass-through", metavar="NAME|MODULE:ATTR",
                        help="safety hook: judges every prompt as text (token input decoded) before generation; "
                             "a built-in name or an import path to a callable (text) -> reason|None "
