@@ -6,8 +6,8 @@ A document's request schema states every refusal JSON Schema can; the rest it na
 - "schema-valid request rejected" for a body that breaks one of those named rules (min_tokens above max_tokens):
   the refusal is the spec's, and vLLM makes it too. A rule about the deployment (its context, its vocabulary, its
   engine's batch size) is decided from what the server states: /v1/models' max_model_len, and the bounds its own
-  /openapi.json states under ``info.x-tokenspec-limits`` (the reference frontend states them); a server that
-  states none has every such refusal kept as a failure;
+  /openapi.json states under ``info.x-tokenspec-limits`` (the reference frontend states them), and a text
+  prompt's length as its own /tokenize counts it; a server that states none has every such refusal kept;
 - a failure whose positive / negative label the document's own compiled validator contradicts (schemathesis's
   coverage phase can mark a body valid that the schema refuses, and a mutation can leave a body valid).
 
@@ -31,7 +31,8 @@ _ACCEPTED_INVALID = "ST201"
 
 
 #: The bounds a server may state in its own /openapi.json (``info.x-tokenspec-limits``), with their types.
-_STATED = {"vocab_size": int, "max_num_seqs": int, "prompt_logprob_token_ids": bool, "thinking_token_budget": bool}
+_STATED = {"vocab_size": int, "max_num_seqs": int, "max_logprobs": int, "prompt_logprob_token_ids": bool,
+           "thinking_token_budget": bool, "use_beam_search": bool}
 
 
 @functools.lru_cache(maxsize=16)
@@ -75,5 +76,43 @@ def filter_failure(context: Any, failure: Any, case: Any, response: Any) -> bool
     if not valid:
         return False
     url = httpx.URL(str(response.request.url))
-    limits = _limits(f"{url.scheme}://{url.netloc.decode()}", response.request.headers.get("authorization"))
-    return next(broken_rules(case.body, declared_rules(body.resolved_schema), limits), None) is None
+    origin, authorization = f"{url.scheme}://{url.netloc.decode()}", response.request.headers.get("authorization")
+    limits = _limits(origin, authorization)
+    declared = declared_rules(body.resolved_schema)
+    if next(broken_rules(case.body, declared, limits), None) is not None:
+        return False
+    return not ("prompt-above-context" in declared and _text_prompt_above_context(case.body, limits, origin,
+                                                                                  authorization))
+
+
+#: What /tokenize takes of a chat request to count its prompt as the chat template renders it.
+_CHAT_PROMPT = ("model", "messages", "tools", "chat_template", "chat_template_kwargs", "add_generation_prompt",
+                "continue_final_message", "add_special_tokens")
+
+
+def _text_prompt_above_context(body: dict[str, Any], limits: Limits, origin: str, authorization: str | None) -> bool:
+    """A text prompt's length is its tokenizer's to say, so the deployment's own /tokenize counts it (as its
+    /v1/models states its context length); a prompt /tokenize will not count stays unproven."""
+    if limits.max_model_len is None:
+        return False
+    if "messages" in body:
+        asks = [{k: body[k] for k in _CHAT_PROMPT if k in body}]
+    else:
+        prompt = body.get("prompt")
+        texts = [prompt] if isinstance(prompt, str) else prompt if isinstance(prompt, list) else []
+        asks = [{"model": body.get("model"), "prompt": t} for t in texts if isinstance(t, str)]
+    headers = {"authorization": authorization} if authorization else {}
+    with Transport().client("target", origin, timeout=30.0) as client:
+        for ask in asks:
+            count = _json_post(client, "/tokenize", ask, headers).get("count")
+            if isinstance(count, int) and count > limits.max_model_len:
+                return True
+    return False
+
+
+def _json_post(client: httpx.Client, path: str, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+    try:
+        answer = client.post(path, json=body, headers=headers).json()
+    except (httpx.HTTPError, ValueError):
+        return {}
+    return answer if isinstance(answer, dict) else {}

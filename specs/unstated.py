@@ -24,10 +24,10 @@ _GREEDY = 1e-5  # vLLM's _SAMPLING_EPS: a temperature below it is greedy
 
 @dataclass(frozen=True)
 class Limits:
-    """What a rule may need to know of the deployment: the context length its /v1/models reports, its max_logprobs
-    (no route reports it: vLLM's default), and the bounds a server may state in its own ``/openapi.json``
-    (``info.x-tokenspec-limits``: its vocabulary, its engine's max_num_seqs, whether its engine scores
-    prompt_logprob_token_ids and honours thinking_token_budget). A bound nobody stated is None, and no rule that
+    """What a rule may need to know of the deployment: the context length its /v1/models reports, and the bounds a
+    server may state in its own ``/openapi.json`` (``info.x-tokenspec-limits``): its max_logprobs (vLLM's default
+    when unstated), its vocabulary, its engine's max_num_seqs, whether its engine scores prompt_logprob_token_ids and
+    honours thinking_token_budget, and whether it has beam search. A bound nobody stated is None, and no rule that
     needs it is ever found broken."""
 
     max_model_len: int | None = None
@@ -36,6 +36,7 @@ class Limits:
     max_num_seqs: int | None = None
     prompt_logprob_token_ids: bool | None = None
     thinking_token_budget: bool | None = None
+    use_beam_search: bool | None = None
 
 
 def _int(value: Any) -> int | None:
@@ -240,9 +241,12 @@ def _ids(value: Any) -> list[int]:
 
 
 def _id_past_vocabulary(body: Mapping[str, Any], limits: Limits) -> bool:
-    """Detokenize's tokens, generate's token_ids."""
+    """Detokenize's tokens, generate's token_ids, a completions prompt of ids (one list or several)."""
     size = limits.vocab_size
-    return size is not None and any(i >= size for i in _ids(body.get("tokens")) + _ids(body.get("token_ids")))
+    prompt = body.get("prompt")
+    prompts = prompt if isinstance(prompt, list) and prompt and isinstance(prompt[0], list) else [prompt]
+    ids = _ids(body.get("tokens")) + _ids(body.get("token_ids")) + [i for p in prompts for i in _ids(p)]
+    return size is not None and any(i >= size for i in ids)
 
 
 def _n_above_engine_limit(body: Mapping[str, Any], limits: Limits) -> bool:
@@ -262,6 +266,20 @@ def _prompt_logprob_token_ids_unavailable(body: Mapping[str, Any], limits: Limit
 def _thinking_budget_without_reasoning(body: Mapping[str, Any], limits: Limits) -> bool:
     budget = _sampling(body).get("thinking_token_budget", body.get("thinking_token_budget"))
     return limits.thinking_token_budget is False and budget is not None
+
+
+def _logprobs_above_max_logprobs(body: Mapping[str, Any], limits: Limits) -> bool:
+    """-1 asks for the whole vocabulary, which is above any max_logprobs but -1 (no limit)."""
+    if limits.max_logprobs < 0:
+        return False
+    asked = [_int(body.get(k)) for k in ("top_logprobs", "prompt_logprobs")]
+    if "prompt" in body:  # completions' logprobs is a count; chat's is a flag
+        asked.append(_int(body.get("logprobs")))
+    return any(n is not None and (n > limits.max_logprobs or n == -1) for n in asked)
+
+
+def _beam_search_unavailable(body: Mapping[str, Any], limits: Limits) -> bool:
+    return limits.use_beam_search is False and body.get("use_beam_search") is True
 
 
 #: rule name (as ``x-tokenspec-unstated`` names it) -> whether a body provably breaks it.
@@ -289,6 +307,8 @@ RULES: dict[str, Callable[[Mapping[str, Any], Limits], bool]] = {
     "n-above-engine-limit": _n_above_engine_limit,
     "prompt-logprob-token-ids-unavailable": _prompt_logprob_token_ids_unavailable,
     "thinking-budget-without-reasoning": _thinking_budget_without_reasoning,
+    "logprobs-above-max-logprobs": _logprobs_above_max_logprobs,
+    "beam-search-unavailable": _beam_search_unavailable,
 }
 #: Rules only the server can decide (its template, its parsers): named in the documents, never a reason.
 UNDECIDABLE = frozenset({"template-refuses", "parser-needs-chat-request", "auto-tool-choice-needs-parser"})

@@ -11,7 +11,8 @@ from tokenspec.specs.openapi import DOCUMENTS, load_document
 from tokenspec.specs.unstated import RULES, UNDECIDABLE, Limits, broken_rules, declared_rules
 
 LIMITS = Limits(max_model_len=2048, max_logprobs=20, vocab_size=1000, max_num_seqs=128,
-                prompt_logprob_token_ids=False, thinking_token_budget=False)
+                prompt_logprob_token_ids=False, thinking_token_budget=False,
+                use_beam_search=False)
 CHAT = {"messages": [{"role": "user", "content": "hi"}]}
 TOOLS = [{"type": "function", "function": {"name": "get_weather"}}]
 
@@ -64,6 +65,7 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "empty-prompt-logprob-rows": ({"token_ids": [1], "sampling_params": {"prompt_logprob_token_ids": [[]]}},
                                   {"token_ids": [1], "sampling_params": {"prompt_logprob_token_ids": [[], [5]]}}),
     "id-past-vocabulary": ({"tokens": [5, 1000.0]}, {"tokens": [5, 999]}),
+    "id-past-vocabulary-prompt": ({"prompt": [[5], [1000]]}, {"prompt": [[5], [999]]}),
     "n-above-engine-limit": ({"token_ids": [1], "sampling_params": {"n": 129}},
                              {"token_ids": [1], "sampling_params": {"n": 128}}),
     "prompt-logprob-token-ids-unavailable": (
@@ -71,12 +73,20 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {"token_ids": [1], "sampling_params": {"prompt_logprob_token_ids": None}}),
     "thinking-budget-without-reasoning": ({**CHAT, "thinking_token_budget": 0},
                                           {**CHAT, "thinking_token_budget": None}),
+    "logprobs-above-max-logprobs": ({"prompt": "a", "logprobs": 21}, {"prompt": "a", "logprobs": 20}),
+    "beam-search-unavailable": ({**CHAT, "use_beam_search": True}, {**CHAT, "use_beam_search": False}),
 }
 
 
-@pytest.mark.parametrize("rule", sorted(RULES))
-def test_a_rule_is_broken_only_by_a_body_that_breaks_it(rule: str) -> None:
-    broken, kept = CASES[rule]
+def _rule(case: str) -> str:
+    """A case is named after its rule, or its rule and a suffix for a second shape of body."""
+    return case if case in RULES else next(r for r in RULES if case.startswith(f"{r}-"))
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_rule_is_broken_only_by_a_body_that_breaks_it(case: str) -> None:
+    rule = _rule(case)
+    broken, kept = CASES[case]
     assert list(broken_rules(broken, {rule: ""}, LIMITS)) == [rule]
     assert list(broken_rules(kept, {rule: ""}, LIMITS)) == []
 
@@ -94,9 +104,18 @@ def test_integral_floats_count_as_integers_and_defaults_as_caps() -> None:
 def test_a_bound_the_server_did_not_state_decides_nothing() -> None:
     """Without the server's own statement of its vocabulary, engine batch size or runner, no body breaks those."""
     for rule in ("id-past-vocabulary", "n-above-engine-limit", "prompt-logprob-token-ids-unavailable",
-                 "thinking-budget-without-reasoning"):
+                 "thinking-budget-without-reasoning", "beam-search-unavailable"):
         assert not list(broken_rules(CASES[rule][0], {rule: ""}, Limits(max_model_len=2048)))
     assert list(broken_rules({"n": 129, "messages": []}, {"n-above-engine-limit": ""}, LIMITS))  # the coupled API
+
+
+def test_logprob_counts_above_the_servers_limit() -> None:
+    """-1 (the whole vocabulary) is above a limit; chat's logprobs is a flag, not a count."""
+    rule = {"logprobs-above-max-logprobs": ""}
+    assert list(broken_rules({**CHAT, "logprobs": True, "top_logprobs": -1}, rule, LIMITS))
+    assert list(broken_rules({**CHAT, "prompt_logprobs": 21}, rule, LIMITS))
+    assert not list(broken_rules({**CHAT, "logprobs": True, "top_logprobs": 20}, rule, LIMITS))
+    assert not list(broken_rules({"prompt": "a", "logprobs": -1}, rule, Limits(max_logprobs=-1)))
 
 
 def _documented() -> dict[str, str]:
@@ -112,7 +131,7 @@ def test_the_documents_and_the_predicates_name_the_same_rules() -> None:
     documented = set(_documented())
     assert documented - set(RULES) - UNDECIDABLE == set(), "a rule the documents name has no predicate"
     assert set(RULES) | UNDECIDABLE == documented, "a predicate or undecidable rule no document names"
-    assert set(CASES) == set(RULES)
+    assert {_rule(case) for case in CASES} == set(RULES)
 
 
 def test_a_refs_rules_are_followed_within_a_bundled_schema() -> None:

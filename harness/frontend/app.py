@@ -92,10 +92,10 @@ def served_spec(config: FrontendConfig, routes: list[Route], vocab_size: int,
     The documents' operations, plus what this deployment fixes and the documents leave to the server: the output
     token caps are at most max_model_len (vLLM refuses more); with a tool or reasoning parser chat derender needs
     chat_request (and, streamed, prompt_token_ids), as vLLM's does; token ids stop at its vocabulary; with an
-    engine, n stops at the engine's max_num_seqs (where known), and a sampling parameter the engine does not
-    take (Gateway.engine_takes) must be null. The same bounds are stated under ``info.x-tokenspec-limits``, so a
-    run with the spec's own documents (``specs/schemathesis_hooks.py``) decides those rules as a run with this
-    document does.
+    engine, n stops at the engine's max_num_seqs (where known), a sampling parameter the engine does not take
+    (Gateway.engine_takes) must be null, and the gateway has no beam search. The same bounds are stated under
+    ``info.x-tokenspec-limits``, so a run with the spec's own documents (``specs/schemathesis_hooks.py``) decides
+    those rules as a run with this document does.
     """
     from tokenspec.specs.openapi import bundle
 
@@ -116,7 +116,7 @@ def served_spec(config: FrontendConfig, routes: list[Route], vocab_size: int,
             for name in needed:
                 target["properties"][name] = {"not": {"type": "null"}, **target["properties"][name]}
     ids = {"type": "array", "items": {"maximum": vocab_size - 1}}
-    limits: dict[str, Any] = {"vocab_size": vocab_size}
+    limits: dict[str, Any] = {"vocab_size": vocab_size, "max_logprobs": config.max_logprobs}
     _bound(document, "/detokenize", {"properties": {"tokens": ids}})
     if config.engine_url:
         engine: dict[str, Any] = {name: {"type": "null"} for name, taken in (engine_takes or {}).items() if not taken}
@@ -127,6 +127,8 @@ def served_spec(config: FrontendConfig, routes: list[Route], vocab_size: int,
         _bound(document, "/inference/v1/generate",
                {"properties": {"token_ids": ids, "sampling_params": {"properties": engine}}})
         coupled = {k: v for k, v in engine.items() if k != "prompt_logprob_token_ids"}  # not a coupled field
+        coupled["use_beam_search"] = {"const": False}  # the gateway generates through render, which has none
+        limits["use_beam_search"] = False
         for path in ("/v1/chat/completions", "/v1/completions"):
             _bound(document, path, {"properties": coupled})
     document["info"]["x-tokenspec-limits"] = limits
