@@ -227,7 +227,7 @@ def _sampling(body: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _empty_choice(body: Mapping[str, Any], _: Limits) -> bool:
-    outputs = _sampling(body).get("structured_outputs")
+    outputs = _sampling(body).get("structured_outputs", body.get("structured_outputs"))
     return isinstance(outputs, dict) and outputs.get("choice") == []
 
 
