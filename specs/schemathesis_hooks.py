@@ -41,8 +41,8 @@ def _limits(origin: str, authorization: str | None) -> Limits:
     when it does not say: a rule that needs it is then never taken as the reason for a refusal)."""
     headers = {"authorization": authorization} if authorization else {}
     with Transport().client("target", origin, timeout=10.0) as client:
-        models = _json(client, "/v1/models", headers).get("data") or []
-        info = _json(client, "/openapi.json", headers).get("info")
+        models = _answer(client, "GET", "/v1/models", headers).get("data") or []
+        info = _answer(client, "GET", "/openapi.json", headers).get("info")
     lengths = [m.get("max_model_len") for m in models if isinstance(m, dict)]
     stated = info.get("x-tokenspec-limits") if isinstance(info, dict) else None
     stated = stated if isinstance(stated, dict) else {}
@@ -50,9 +50,11 @@ def _limits(origin: str, authorization: str | None) -> Limits:
                   **{k: v for k, v in stated.items() if k in _STATED and type(v) is _STATED[k]})
 
 
-def _json(client: httpx.Client, path: str, headers: dict[str, str]) -> dict[str, Any]:
+def _answer(client: httpx.Client, method: str, path: str, headers: dict[str, str],
+            body: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The server's JSON object answer, or {} for anything else (it said nothing this hook can use)."""
     try:
-        answer = client.get(path, headers=headers).json()
+        answer = client.request(method, path, headers=headers, json=body).json()
     except (httpx.HTTPError, ValueError):
         return {}
     return answer if isinstance(answer, dict) else {}
@@ -104,15 +106,7 @@ def _text_prompt_above_context(body: dict[str, Any], limits: Limits, origin: str
     headers = {"authorization": authorization} if authorization else {}
     with Transport().client("target", origin, timeout=30.0) as client:
         for ask in asks:
-            count = _json_post(client, "/tokenize", ask, headers).get("count")
+            count = _answer(client, "POST", "/tokenize", headers, ask).get("count")
             if isinstance(count, int) and count > limits.max_model_len:
                 return True
     return False
-
-
-def _json_post(client: httpx.Client, path: str, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
-    try:
-        answer = client.post(path, json=body, headers=headers).json()
-    except (httpx.HTTPError, ValueError):
-        return {}
-    return answer if isinstance(answer, dict) else {}
