@@ -32,7 +32,7 @@ _ACCEPTED_INVALID = "ST201"
 
 #: The bounds a server may state in its own /openapi.json (``info.x-tokenspec-limits``), with their types.
 _STATED = {"vocab_size": int, "max_num_seqs": int, "max_logprobs": int, "prompt_logprob_token_ids": bool,
-           "thinking_token_budget": bool, "use_beam_search": bool}
+           "thinking_token_budget": bool, "use_beam_search": bool, "tool_parser": bool, "reasoning_parser": bool}
 
 
 @functools.lru_cache(maxsize=16)

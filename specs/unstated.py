@@ -27,8 +27,8 @@ class Limits:
     """What a rule may need to know of the deployment: the context length its /v1/models reports, and the bounds a
     server may state in its own ``/openapi.json`` (``info.x-tokenspec-limits``): its max_logprobs (vLLM's default
     when unstated), its vocabulary, its engine's max_num_seqs, whether its engine scores prompt_logprob_token_ids and
-    honours thinking_token_budget, and whether it has beam search. A bound nobody stated is None, and no rule that
-    needs it is ever found broken."""
+    honours thinking_token_budget, whether it has beam search, and whether it has a tool or a reasoning parser. A
+    bound nobody stated is None, and no rule that needs it is ever found broken."""
 
     max_model_len: int | None = None
     max_logprobs: int = 20
@@ -37,6 +37,8 @@ class Limits:
     prompt_logprob_token_ids: bool | None = None
     thinking_token_budget: bool | None = None
     use_beam_search: bool | None = None
+    tool_parser: bool | None = None
+    reasoning_parser: bool | None = None
 
 
 def _int(value: Any) -> int | None:
@@ -282,6 +284,21 @@ def _beam_search_unavailable(body: Mapping[str, Any], limits: Limits) -> bool:
     return limits.use_beam_search is False and body.get("use_beam_search") is True
 
 
+def _parser_needs_chat_request(body: Mapping[str, Any], limits: Limits) -> bool:
+    """Streamed, prompt_token_ids is needed too (DERENDER-036)."""
+    if not (limits.tool_parser or limits.reasoning_parser):
+        return False
+    return body.get("chat_request") is None or (body.get("stream") is True and body.get("prompt_token_ids") is None)
+
+
+def _auto_tool_choice_needs_parser(body: Mapping[str, Any], limits: Limits) -> bool:
+    """Chat and Responses say "auto"; Messages says {"type": "auto"}; absent or null is auto where tools are given."""
+    choice = body.get("tool_choice")
+    auto = choice in (None, "auto") or (isinstance(choice, dict) and choice.get("type") == "auto")
+    tools = body.get("tools")
+    return limits.tool_parser is False and isinstance(tools, list) and bool(tools) and auto
+
+
 #: rule name (as ``x-tokenspec-unstated`` names it) -> whether a body provably breaks it.
 RULES: dict[str, Callable[[Mapping[str, Any], Limits], bool]] = {
     "min-tokens-above-max-tokens": _min_tokens_above_max,
@@ -309,9 +326,11 @@ RULES: dict[str, Callable[[Mapping[str, Any], Limits], bool]] = {
     "thinking-budget-without-reasoning": _thinking_budget_without_reasoning,
     "logprobs-above-max-logprobs": _logprobs_above_max_logprobs,
     "beam-search-unavailable": _beam_search_unavailable,
+    "parser-needs-chat-request": _parser_needs_chat_request,
+    "auto-tool-choice-needs-parser": _auto_tool_choice_needs_parser,
 }
-#: Rules only the server can decide (its template, its parsers): named in the documents, never a reason.
-UNDECIDABLE = frozenset({"template-refuses", "parser-needs-chat-request", "auto-tool-choice-needs-parser"})
+#: Rules only the server can decide (its chat template): named in the documents, never a reason.
+UNDECIDABLE = frozenset({"template-refuses"})
 
 
 def declared_rules(schema: Any, root: Any = None) -> dict[str, str]:

@@ -12,7 +12,7 @@ from tokenspec.specs.unstated import RULES, UNDECIDABLE, Limits, broken_rules, d
 
 LIMITS = Limits(max_model_len=2048, max_logprobs=20, vocab_size=1000, max_num_seqs=128,
                 prompt_logprob_token_ids=False, thinking_token_budget=False,
-                use_beam_search=False)
+                use_beam_search=False, tool_parser=False, reasoning_parser=True)
 CHAT = {"messages": [{"role": "user", "content": "hi"}]}
 TOOLS = [{"type": "function", "function": {"name": "get_weather"}}]
 
@@ -76,6 +76,13 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
                                           {**CHAT, "thinking_token_budget": None}),
     "logprobs-above-max-logprobs": ({"prompt": "a", "logprobs": 21}, {"prompt": "a", "logprobs": 20}),
     "beam-search-unavailable": ({**CHAT, "use_beam_search": True}, {**CHAT, "use_beam_search": False}),
+    "parser-needs-chat-request": ({"generate_response": {}}, {"generate_response": {}, "chat_request": CHAT}),
+    "parser-needs-chat-request-stream": ({"stream": True, "generate_chunk": {}, "chat_request": CHAT},
+                                         {"stream": True, "generate_chunk": {}, "chat_request": CHAT,
+                                          "prompt_token_ids": [1]}),
+    "auto-tool-choice-needs-parser": ({**CHAT, "tools": TOOLS}, {**CHAT, "tools": TOOLS, "tool_choice": "none"}),
+    "auto-tool-choice-needs-parser-messages": ({**CHAT, "tools": TOOLS, "tool_choice": {"type": "auto"}},
+                                               {**CHAT, "tools": [], "tool_choice": {"type": "auto"}}),
 }
 
 
@@ -105,7 +112,8 @@ def test_integral_floats_count_as_integers_and_defaults_as_caps() -> None:
 def test_a_bound_the_server_did_not_state_decides_nothing() -> None:
     """Without the server's own statement of its vocabulary, engine batch size or runner, no body breaks those."""
     for rule in ("id-past-vocabulary", "n-above-engine-limit", "prompt-logprob-token-ids-unavailable",
-                 "thinking-budget-without-reasoning", "beam-search-unavailable"):
+                 "thinking-budget-without-reasoning", "beam-search-unavailable", "parser-needs-chat-request",
+                 "auto-tool-choice-needs-parser"):
         assert not list(broken_rules(CASES[rule][0], {rule: ""}, Limits(max_model_len=2048)))
     assert list(broken_rules({"n": 129, "messages": []}, {"n-above-engine-limit": ""}, LIMITS))  # the coupled API
 

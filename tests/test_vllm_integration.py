@@ -120,7 +120,7 @@ def test_the_served_document_states_what_this_engine_takes(vllm_engine, model_di
     assert document["info"]["x-tokenspec-limits"] == {
         "vocab_size": Tokenizer.from_file(str(model_dir / "tokenizer.json")).get_vocab_size(with_added_tokens=True),
         "max_logprobs": 20, "max_num_seqs": 128, "prompt_logprob_token_ids": False, "thinking_token_budget": True,
-        "use_beam_search": False}
+        "use_beam_search": False, "tool_parser": True, "reasoning_parser": True}
     assert refused.status_code == 400  # what the document says, the engine does
     generate = document["paths"]["/inference/v1/generate"]["post"]["requestBody"]["content"]["application/json"]
     assert generate["schema"]["allOf"][1]["properties"]["sampling_params"]["properties"] == {

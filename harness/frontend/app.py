@@ -116,7 +116,9 @@ def served_spec(config: FrontendConfig, routes: list[Route], vocab_size: int,
             for name in needed:
                 target["properties"][name] = {"not": {"type": "null"}, **target["properties"][name]}
     ids = {"type": "array", "items": {"maximum": vocab_size - 1}}
-    limits: dict[str, Any] = {"vocab_size": vocab_size, "max_logprobs": config.max_logprobs}
+    limits: dict[str, Any] = {"vocab_size": vocab_size, "max_logprobs": config.max_logprobs,
+                              "tool_parser": config.tool_parser is not None,
+                              "reasoning_parser": config.reasoning_parser is not None}
     _bound(document, "/detokenize", {"properties": {"tokens": ids}})
     if config.engine_url:
         engine: dict[str, Any] = {name: {"type": "null"} for name, taken in (engine_takes or {}).items() if not taken}
