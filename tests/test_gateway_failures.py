@@ -190,3 +190,20 @@ def test_a_connection_the_engine_resets_before_answering_is_sent_once_more(model
     thread.join(timeout=5)
     assert resp.status_code == 200, resp.text
     assert resp.json()["choices"][0]["message"]["content"]
+
+
+def test_the_served_document_does_not_wait_on_a_stalled_engine(model_dir, monkeypatch) -> None:
+    """/openapi.json asks the engine which settings-dependent fields it takes; an engine that never answers leaves
+    them unstated after the probe's own timeout, not the gateway's (minutes)."""
+    from tokenspec.harness.frontend import gateway
+
+    monkeypatch.setattr(gateway, "PROBE_TIMEOUT", 0.5)
+    release = threading.Event()
+    with running_app(misbehaving_engine("slow", release)) as engine, \
+            running_frontend(FrontendConfig(model_dir, DEFAULT_MODEL_NAME, engine_url=engine)) as url:
+        started = time.monotonic()
+        limits = httpx.get(f"{url}/openapi.json", timeout=30).json()["info"]["x-tokenspec-limits"]
+        release.set()
+    assert time.monotonic() - started < 5
+    assert "prompt_logprob_token_ids" not in limits and "thinking_token_budget" not in limits
+    assert limits["vocab_size"] > 0

@@ -19,6 +19,7 @@ A failure after a stream has started keeps HTTP 200 and sends the error object a
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
 
 GENERATE = "/inference/v1/generate"
 ABORT = "/inference/v1/abort_requests"
+#: Seconds /openapi.json waits for the engine's answer to each of its settings probes (Gateway.engine_takes).
+PROBE_TIMEOUT = 15.0
 #: Keys of the spec's ParseContext: any other key means a newer renderer, refused in derender mode (GENERATE-024).
 PARSE_CONTEXT_KEYS = frozenset(load_document("components.yaml")["components"]["schemas"]["ParseContext"]["properties"])
 
@@ -139,15 +142,17 @@ class Gateway:
         """Which of the sampling parameters that depend on the engine's settings (no route reports them) it takes:
         ``prompt_logprob_token_ids`` (vLLM's V2 model runner) and ``thinking_token_budget`` (a reasoning config).
         Each is asked with the smallest request that uses it, so /openapi.json states what this deployment serves;
-        one the engine gave no verdict on (unreachable, an answer other than 200 or 400) is left out."""
+        one the engine gave no verdict on (unreachable, slower than ``PROBE_TIMEOUT``, an answer other than 200 or
+        400) is left out, so /openapi.json never waits on a stalled engine for long."""
         probes = {"prompt_logprob_token_ids": [[0]], "thinking_token_budget": 1}
         takes: dict[str, bool] = {}
         for name, value in probes.items():
             request = {"model": self.fe.config.model_name, "token_ids": [0, 0],
                        "sampling_params": {"max_tokens": 1, name: value}}
             try:
-                verdict = {200: True, 400: False}.get((await self._post(GENERATE, request)).status_code)
-            except ApiError:
+                answer = await asyncio.wait_for(self._post(GENERATE, request), PROBE_TIMEOUT)
+                verdict = {200: True, 400: False}.get(answer.status_code)
+            except (ApiError, TimeoutError):
                 verdict = None
             if verdict is not None:
                 takes[name] = verdict
