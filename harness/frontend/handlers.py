@@ -123,6 +123,7 @@ class Frontend:
         return {"count": len(ids), "max_model_len": self.config.max_model_len, "tokens": ids, "token_strs": strs}
 
     def detokenize(self, body: dict[str, Any], request: Request) -> Any:
+        schemas.check_shape(body, schemas.DETOKENIZE, integers=True)  # 5.0 is the id 5, as vLLM's pydantic reads it
         self.check_model(body)
         for token_id in body["tokens"]:
             if self.model.id_to_piece(token_id) is None:
