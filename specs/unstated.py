@@ -299,6 +299,14 @@ def _auto_tool_choice_needs_parser(body: Mapping[str, Any], limits: Limits) -> b
     return limits.tool_parser is False and isinstance(tools, list) and bool(tools) and auto
 
 
+def _features_modalities_differ(body: Mapping[str, Any], _: Limits) -> bool:
+    features = body.get("features")
+    if not isinstance(features, dict):
+        return False
+    hashes, placeholders = features.get("mm_hashes"), features.get("mm_placeholders")
+    return isinstance(hashes, dict) and isinstance(placeholders, dict) and set(hashes) != set(placeholders)
+
+
 #: rule name (as ``x-tokenspec-unstated`` names it) -> whether a body provably breaks it.
 RULES: dict[str, Callable[[Mapping[str, Any], Limits], bool]] = {
     "min-tokens-above-max-tokens": _min_tokens_above_max,
@@ -328,6 +336,7 @@ RULES: dict[str, Callable[[Mapping[str, Any], Limits], bool]] = {
     "beam-search-unavailable": _beam_search_unavailable,
     "parser-needs-chat-request": _parser_needs_chat_request,
     "auto-tool-choice-needs-parser": _auto_tool_choice_needs_parser,
+    "features-modalities-differ": _features_modalities_differ,
 }
 #: Rules only the server can decide (its chat template): named in the documents, never a reason.
 UNDECIDABLE = frozenset({"template-refuses"})

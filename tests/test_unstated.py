@@ -62,6 +62,9 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {"generate_chunk": {"choices": [{"index": 0, "logprobs": {"content": [{"top_logprobs": [{}] * 20}]}}]}}),
     "empty-choice": ({"token_ids": [1], "sampling_params": {"structured_outputs": {"choice": []}}},
                      {"token_ids": [1], "sampling_params": {"structured_outputs": {"choice": ["a"]}}}),
+    "features-modalities-differ": (
+        {"token_ids": [1], "features": {"mm_hashes": {"image": []}, "mm_placeholders": {"audio": []}}},
+        {"token_ids": [1], "features": {"mm_hashes": {"image": []}, "mm_placeholders": {"image": []}}}),
     "empty-choice-chat": ({**CHAT, "structured_outputs": {"choice": []}}, {**CHAT, "structured_outputs": {}}),
     "empty-prompt-logprob-rows": ({"token_ids": [1], "sampling_params": {"prompt_logprob_token_ids": [[]]}},
                                   {"token_ids": [1], "sampling_params": {"prompt_logprob_token_ids": [[], [5]]}}),
