@@ -243,12 +243,20 @@ def _ids(value: Any) -> list[int]:
 
 
 def _id_past_vocabulary(body: Mapping[str, Any], limits: Limits) -> bool:
-    """Detokenize's tokens, generate's token_ids, a completions prompt of ids (one list or several)."""
+    """Detokenize's tokens, generate's token_ids, a completions prompt of ids (one list or several), and the
+    stop_token_ids and allowed_token_ids of a request or of its sampling_params."""
     size = limits.vocab_size
     prompt = body.get("prompt")
     prompts = prompt if isinstance(prompt, list) and prompt and isinstance(prompt[0], list) else [prompt]
     ids = _ids(body.get("tokens")) + _ids(body.get("token_ids")) + [i for p in prompts for i in _ids(p)]
+    for fields in (body, _sampling(body)):
+        ids += _ids(fields.get("stop_token_ids")) + _ids(fields.get("allowed_token_ids"))
     return size is not None and any(i >= size for i in ids)
+
+
+def _routed_experts_start_past_prompt(body: Mapping[str, Any], _: Limits) -> bool:
+    start, prompt = _int(_sampling(body).get("routed_experts_prompt_start")), body.get("token_ids")
+    return start is not None and isinstance(prompt, list) and start > len(prompt)
 
 
 def _n_above_engine_limit(body: Mapping[str, Any], limits: Limits) -> bool:
@@ -337,6 +345,7 @@ RULES: dict[str, Callable[[Mapping[str, Any], Limits], bool]] = {
     "parser-needs-chat-request": _parser_needs_chat_request,
     "auto-tool-choice-needs-parser": _auto_tool_choice_needs_parser,
     "features-modalities-differ": _features_modalities_differ,
+    "routed-experts-start-past-prompt": _routed_experts_start_past_prompt,
 }
 #: Rules only the server can decide (its chat template): named in the documents, never a reason.
 UNDECIDABLE = frozenset({"template-refuses"})

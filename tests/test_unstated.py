@@ -70,6 +70,11 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
                                   {"token_ids": [1], "sampling_params": {"prompt_logprob_token_ids": [[], [5]]}}),
     "id-past-vocabulary": ({"tokens": [5, 1000.0]}, {"tokens": [5, 999]}),
     "id-past-vocabulary-prompt": ({"prompt": [[5], [1000]]}, {"prompt": [[5], [999]]}),
+    "id-past-vocabulary-stop": ({**CHAT, "stop_token_ids": [1000]}, {**CHAT, "stop_token_ids": [999]}),
+    "id-past-vocabulary-sampling": ({"token_ids": [1], "sampling_params": {"allowed_token_ids": [1000]}},
+                                    {"token_ids": [1], "sampling_params": {"allowed_token_ids": [999]}}),
+    "routed-experts-start-past-prompt": ({"token_ids": [1, 2], "sampling_params": {"routed_experts_prompt_start": 3}},
+                                         {"token_ids": [1, 2], "sampling_params": {"routed_experts_prompt_start": 2}}),
     "n-above-engine-limit": ({"token_ids": [1], "sampling_params": {"n": 129}},
                              {"token_ids": [1], "sampling_params": {"n": 128}}),
     "prompt-logprob-token-ids-unavailable": (
