@@ -118,9 +118,10 @@ def tool_frontend(model_dir: Path):
         yield url
 
 
-#: The one error of schemathesis's own that is no verdict on the server: for some draws its generator (jsonschema-rs
-#: canonical form) cannot negate chat render's schema, and that operation's fuzzing phase stops early.
-GENERATOR_LIMIT = "Failed to generate test cases for this API operation: result is not supported in canonical form"
+#: The errors of schemathesis's own that are no verdict on the server: for some draws its generator cannot negate a
+#: schema with conditionals (jsonschema-rs canonical form) or fill an array it demanded, and that operation's fuzzing
+#: phase stops early. Which draws meet them moves with any change to the documents.
+GENERATOR_LIMITS = ("result is not supported in canonical form", "Cannot generate an array with")
 
 
 def _no_failure(code: int, output: str) -> None:
@@ -131,7 +132,7 @@ def _no_failure(code: int, output: str) -> None:
     kinds = [line.strip() for line in lines[start:start + 8] if line.startswith("  🚫 ")]
     causes = [line for line in lines if line.startswith("Failed to generate")]
     assert code == 0 or (all(k.startswith("🚫 Schema Error") for k in kinds) and kinds
-                         and all(c == GENERATOR_LIMIT for c in causes)), output[-6000:]
+                         and all(any(limit in c for limit in GENERATOR_LIMITS) for c in causes)), output[-6000:]
 
 
 @pytest.mark.parametrize("seed", [20261201, 7])
