@@ -244,13 +244,13 @@ def _ids(value: Any) -> list[int]:
 
 def _id_past_vocabulary(body: Mapping[str, Any], limits: Limits) -> bool:
     """Detokenize's tokens, generate's token_ids, a completions prompt of ids (one list or several), and the
-    stop_token_ids and allowed_token_ids of a request or of its sampling_params."""
+    stop_token_ids, allowed_token_ids and logprob_token_ids of a request or of its sampling_params."""
     size = limits.vocab_size
     prompt = body.get("prompt")
     prompts = prompt if isinstance(prompt, list) and prompt and isinstance(prompt[0], list) else [prompt]
     ids = _ids(body.get("tokens")) + _ids(body.get("token_ids")) + [i for p in prompts for i in _ids(p)]
     for fields in (body, _sampling(body)):
-        ids += _ids(fields.get("stop_token_ids")) + _ids(fields.get("allowed_token_ids"))
+        ids += [i for key in ("stop_token_ids", "allowed_token_ids", "logprob_token_ids") for i in _ids(fields.get(key))]
     return size is not None and any(i >= size for i in ids)
 
 
