@@ -250,7 +250,8 @@ def _id_past_vocabulary(body: Mapping[str, Any], limits: Limits) -> bool:
     prompts = prompt if isinstance(prompt, list) and prompt and isinstance(prompt[0], list) else [prompt]
     ids = _ids(body.get("tokens")) + _ids(body.get("token_ids")) + [i for p in prompts for i in _ids(p)]
     for fields in (body, _sampling(body)):
-        ids += [i for key in ("stop_token_ids", "allowed_token_ids", "logprob_token_ids") for i in _ids(fields.get(key))]
+        for key in ("stop_token_ids", "allowed_token_ids", "logprob_token_ids"):
+            ids += _ids(fields.get(key))
     return size is not None and any(i >= size for i in ids)
 
 
