@@ -22,7 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     bench = command(
         sub, "bench", "benchmarks against vLLM measured in the same run",
         exits=(EXIT_OK, "1  --strict and a target was missed", EXIT_USAGE),
-        examples=["tokenspec bench frontend --requests 100", "tokenspec bench scale", "tokenspec bench suite --implementation vllm --profile",
+        examples=["tokenspec bench frontend --requests 100", "tokenspec bench scale",
+                  "tokenspec bench suite --implementation vllm --profile",
                   "tokenspec bench target --target https://render.internal:8443 --api-key-env RENDER_KEY"],
     )
     bench.add_argument("what", choices=["frontend", "gateway", "scale", "suite", "token-loop", "target"],
