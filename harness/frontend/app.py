@@ -59,7 +59,7 @@ def create_app(config: FrontendConfig) -> Starlette:
         Route("/v1/chat/completions/derender", fe.endpoint(None, fe.chat_derender), methods=["POST"]),
         Route("/v1/completions/derender", fe.endpoint(None, fe.completions_derender), methods=["POST"]),
         Route("/tokenize", fe.endpoint(schemas.TOKENIZE, fe.tokenize), methods=["POST"]),
-        Route("/detokenize", fe.endpoint(schemas.DETOKENIZE, fe.detokenize), methods=["POST"]),
+        Route("/detokenize", fe.endpoint(schemas.DETOKENIZE, fe.detokenize, integers=True), methods=["POST"]),
         Route("/v1/models", fe.models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Route("/version", version, methods=["GET"]),

@@ -46,12 +46,15 @@ class Frontend:
             raise not_found_model(model, self.config.model_name)
         return self.config.model_name
 
-    def endpoint(self, schema: dict[str, Any] | None, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    def endpoint(self, schema: dict[str, Any] | None, handler: Handler, *, integers: bool = False
+                 ) -> Callable[[Request], Awaitable[Response]]:
+        """``integers``: the shape's integral floats are read as integers (5.0 is the id 5, as vLLM's pydantic reads
+        a token id), see validation.check_shape."""
         async def route(request: Request) -> Response:
             try:
                 body = await read_json(request, self.config.max_body_bytes)
                 if schema is not None:
-                    schemas.check_shape(body, schema)
+                    schemas.check_shape(body, schema, integers=integers)
                 answer = handler(body, request)
                 # The endpoint's own checks answered first (with vLLM's messages); what they let through must
                 # still fit the spec's request schema, or it is refused, never answered 200.
@@ -123,7 +126,6 @@ class Frontend:
         return {"count": len(ids), "max_model_len": self.config.max_model_len, "tokens": ids, "token_strs": strs}
 
     def detokenize(self, body: dict[str, Any], request: Request) -> Any:
-        schemas.check_shape(body, schemas.DETOKENIZE, integers=True)  # 5.0 is the id 5, as vLLM's pydantic reads it
         self.check_model(body)
         for token_id in body["tokens"]:
             if self.model.id_to_piece(token_id) is None:
