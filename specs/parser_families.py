@@ -13,11 +13,12 @@ from __future__ import annotations
 import copy
 import functools
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tokenspec.core.yaml_files import load_yaml
-from tokenspec.specs.catalogue import SPEC_DIR
+from tokenspec.specs.catalogue import SPEC_DIR, generation_key, read_generations
 
 __all__ = [
     "ARGUMENTS_IN_SHAPES",
@@ -31,7 +32,9 @@ __all__ = [
     "expected",
     "families_acting_on",
     "family_probes",
+    "keeps_special_tokens",
     "shapes",
+    "special_tokens_kept",
     "table_request",
 ]
 
@@ -126,14 +129,32 @@ def expected(reasoning: str | None, tool: str | None, shape: str, variant: str) 
     return None if entry is None else Split.from_entry(entry)
 
 
-def keeps_special_tokens(reasoning: str | None, tool: str | None, request: dict[str, Any] | None) -> bool:
-    """Whether a configured parser turns ``request``'s skip_special_tokens off, as the coupled server's does
-    (``keeps_special_tokens`` of the table), so special tokens show as text whatever the request asked."""
-    rules = _table()["keeps_special_tokens"]
+def keeps_special_tokens(reasoning: str | None, tool: str | None, request: dict[str, Any] | None,
+                         generation: str) -> bool:
+    """Whether a configured parser turns ``request``'s skip_special_tokens off in ``generation``, as the coupled
+    server's does (``keeps_special_tokens`` of the table), so special tokens show as text whatever the request
+    asked. A caller that does not know the generation asks ``special_tokens_kept``."""
     request = request or {}
     with_tools = bool(request.get("tools")) and request.get("tool_choice") != "none"
-    return any(rules.get(family) == "always" or (rules.get(family) == "with-tools" and with_tools)
-               for family in (reasoning, tool) if family)
+    rules = [_rule_at(_table()["keeps_special_tokens"].get(family), generation) for family in (reasoning, tool)
+             if family]
+    return any(rule == "always" or (rule == "with-tools" and with_tools) for rule in rules)
+
+
+def special_tokens_kept(reasoning: str | None, tool: str | None, request: dict[str, Any] | None,
+                        generations: Sequence[str]) -> bool | None:
+    """``keeps_special_tokens`` for a target that may speak any of ``generations`` (none known: any generation of
+    the spec): the answer they share, or None where they disagree, so nothing can be expected."""
+    answers = {keeps_special_tokens(reasoning, tool, request, g) for g in (generations or read_generations())}
+    return answers.pop() if len(answers) == 1 else None
+
+
+def _rule_at(entry: str | list[dict[str, str]] | None, generation: str) -> str | None:
+    """A family's rule in ``generation``: the entry itself, or the newest versioned rule it has reached."""
+    if not isinstance(entry, list):
+        return entry
+    reached = [e["rule"] for e in entry if generation_key(generation) >= generation_key(str(e["since"]))]
+    return reached[-1] if reached else None
 
 
 def deletes_special_tokens(reasoning: str | None, tool: str | None) -> bool:

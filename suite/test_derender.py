@@ -15,8 +15,8 @@ from tokenspec.specs.parser_families import (
     ARGUMENTS_IN_SHAPES,
     VARIANTS,
     deletes_special_tokens,
-    keeps_special_tokens,
     shapes,
+    special_tokens_kept,
 )
 from tokenspec.suite.engine.gating import not_tested, unsupported
 from tokenspec.suite.oracles import strategies
@@ -709,6 +709,26 @@ def test_special_tokens_are_not_text_unless_asked(api, target, codec, capabiliti
     target's tokenizer_version recorded), not from a token name; parser markers are left out because a parser
     must see them. Where a configured parser turns skip_special_tokens off (specs/parsers.yaml, read from vLLM's
     source), the coupled server shows the token whatever the request asked, and so must derender."""
+    fields = {}
+    if thinking is not None:
+        fields["chat_template_kwargs"] = {"enable_thinking": thinking}
+    if skip is not None:
+        fields["skip_special_tokens"] = skip
+    _check_special_token_text(api, target, codec, capabilities, chat_request(target.model, **fields))
+
+
+@pytest.mark.req("DERENDER-025")
+def test_special_tokens_with_tools_follow_the_tool_parser(api, target, codec, capabilities) -> None:
+    """With tools in play vLLM's renderer asks the tool parser to adjust the request, and whether that turns
+    skip_special_tokens off is the parser's and the release's (vLLM 0.34's llama3_json does, 0.32's and 0.33's
+    do not: specs/parsers.yaml keeps_special_tokens), so a target is held to the rule of the generation it speaks."""
+    capabilities.require("tools")
+    _check_special_token_text(api, target, codec, capabilities, chat_request(target.model, tools=[TOOL]))
+
+
+def _check_special_token_text(api, target, codec, capabilities, request: dict) -> None:
+    """Derender text, a special token, text under ``request``: the token shows exactly where skip_special_tokens
+    resolves to false for it."""
     if not codec.special_ids:
         not_tested(NO_TOKEN_FACTS.format(what="special-token flags"))
     markers = {"<think>", "</think>", "<tool_call>", "</tool_call>"}
@@ -717,22 +737,23 @@ def test_special_tokens_are_not_text_unless_asked(api, target, codec, capabiliti
         not_tested("the tokenizer marks no special token other than EOS and parser markers")
     special = candidates[0]
     ids = codec.encode("Alpha") + [special] + codec.encode("Beta")
-    fields = {}
-    if thinking is not None:
-        fields["chat_template_kwargs"] = {"enable_thinking": thinking}
-    if skip is not None:
-        fields["skip_special_tokens"] = skip
+    skip = request.get("skip_special_tokens")
     reasoning, tool = capabilities.parsers.get("reasoning"), capabilities.parsers.get("tool")
     if "unknown" in (reasoning, tool):
         not_tested("the target's parser is no family specs/parsers.yaml describes, so whether it keeps special "
                    "tokens is unknown (declare the family with --profile)")
-    kept_by = (reasoning or tool) if keeps_special_tokens(reasoning, tool, fields) else None
+    kept = special_tokens_kept(reasoning, tool, request, capabilities.generations)
+    if kept is None:
+        not_tested(f"whether the {reasoning or tool} parser turns skip_special_tokens off differs between the "
+                   f"generations the target may speak ({' or '.join(capabilities.generations) or 'unknown'}: "
+                   f"{capabilities.generation_evidence}; specs/parsers.yaml keeps_special_tokens); declare the "
+                   "generation with --profile")
+    kept_by = (reasoning or tool) if kept else None
     deleted_by = (reasoning or tool) if deletes_special_tokens(reasoning, tool) else None
     if skip is False and (reasoning or tool) and not kept_by:
         not_tested("with a parser configured, which special tokens stay is its markup's business: DERENDER-001's "
                    "parity decides")
-    out = api.post_ok(CHAT, chat_derender(target.model, generate_response(choice(ids)),
-                                          chat_request=chat_request(target.model, **fields)))
+    out = api.post_ok(CHAT, chat_derender(target.model, generate_response(choice(ids)), chat_request=request))
     text = visible_text(out["choices"][0]["message"])
     special_text = codec.decode([special])
     if deleted_by:

@@ -23,6 +23,7 @@ from tokenizers import Tokenizer
 from tokenspec.harness.frontend import FrontendConfig, create_app
 from tokenspec.harness.loopback import running_app
 from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
+from tokenspec.specs.parser_families import special_tokens_kept
 
 MODEL = DEFAULT_MODEL_NAME
 TEXT = "<think>Let me see.</think>The answer is 4."
@@ -199,3 +200,38 @@ def test_weight_versions_reach_the_coupled_answer_only_when_asked(tiny_model, en
         choices[asked] = [c for e in _events(answer) for c in e["choices"]] if stream else answer.json()["choices"]
     assert choices[True][-1]["weight_versions"] == [{"version": "v7", "start": 0, "end": len(tok.encode(TEXT).ids)}]
     assert all(c.get("weight_versions") is None for c in choices[True][:-1] + choices[False])
+
+
+@pytest.mark.parametrize(("generation", "kept"), [("0.33", False), ("0.34", True)])
+def test_llama3_json_keeps_special_tokens_with_tools_from_0_34(families, generation, kept) -> None:
+    """vLLM 0.34's llama3_json tool parser became an adapter of its parser engine, whose adjust_request turns
+    skip_special_tokens off while tools are in play (specs/parsers.yaml keeps_special_tokens); 0.33's leaves it on.
+    The frontend follows the generation it speaks, in render's sampling params and in derender's text."""
+    model = families["llama3"].model_dir
+    name = families.served_name("llama3")
+    client = TestClient(create_app(FrontendConfig(model, name, tool_parser="llama3_json", api_generation=generation)))
+    tok = Tokenizer.from_file(str(model / "tokenizer.json"))
+    special = "<|start_header_id|>"
+    ids = tok.encode("Alpha", add_special_tokens=False).ids + [tok.token_to_id(special)] + tok.encode(
+        "Beta", add_special_tokens=False).ids
+    with_tools = {"model": name, "messages": [{"role": "user", "content": "Hi"}],
+                  "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}
+    for request, keeps in ((with_tools, kept), ({**with_tools, "tools": None}, False)):
+        params = client.post("/v1/chat/completions/render", json=request).json()["sampling_params"]
+        assert params.get("skip_special_tokens", True) is not keeps, params
+        out = client.post("/v1/chat/completions/derender", json={
+            "model": name, "chat_request": request,
+            "generate_response": {"request_id": "r", "choices": [
+                {"index": 0, "token_ids": ids, "finish_reason": "length"}]}})
+        assert out.status_code == 200, out.text
+        assert (special in out.json()["choices"][0]["message"]["content"]) is keeps, out.json()
+
+
+def test_a_rule_that_changed_between_releases_is_undecided_until_the_generation_is_known() -> None:
+    tools = {"tools": [{"type": "function", "function": {"name": "f"}}]}
+    assert special_tokens_kept(None, "llama3_json", tools, ["0.34"]) is True
+    assert special_tokens_kept(None, "llama3_json", tools, ["0.32", "0.33"]) is False
+    assert special_tokens_kept(None, "llama3_json", tools, ["0.33", "0.34"]) is None
+    assert special_tokens_kept(None, "llama3_json", {**tools, "tool_choice": "none"}, ["0.33", "0.34"]) is False
+    assert special_tokens_kept("qwen3", None, {}, []) is True  # the same in every generation of the spec
+    assert special_tokens_kept("deepseek_r1", "llama3_json", {}, []) is False

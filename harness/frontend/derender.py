@@ -68,7 +68,8 @@ class Derenderer:
         value = (request or {}).get("skip_special_tokens")
         if value is not None and not value:
             return frozenset()
-        if keep_special and keeps_special_tokens(self.config.reasoning_parser, self.config.tool_parser, request):
+        if keep_special and keeps_special_tokens(self.config.reasoning_parser, self.config.tool_parser, request,
+                                                  self.config.api_generation):
             return frozenset()  # the parser turns skipping off, as the coupled server's does (DERENDER-025)
         return self.parser_skip_ids if keep_special else self.model.all_special_ids
 

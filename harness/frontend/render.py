@@ -203,7 +203,8 @@ class Renderer:
             prompt_logprobs = echo_logprobs
         if prompt_logprobs is not None:
             params["prompt_logprobs"] = prompt_logprobs
-        if chat and keeps_special_tokens(self.config.reasoning_parser, self.config.tool_parser, body):
+        if chat and keeps_special_tokens(self.config.reasoning_parser, self.config.tool_parser, body,
+                                         self.config.api_generation):
             params["skip_special_tokens"] = False  # the parser's adjust_request, as vLLM's (specs/parsers.yaml)
         params["output_kind"] = 1 if body.get("stream") else 2
         params["skip_clone"] = True
