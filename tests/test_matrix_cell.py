@@ -46,6 +46,7 @@ def test_a_vllm_cell_runs_with_its_committed_expectations_and_leaves_nothing_run
     assert cell_dir.name == f"vllm-{vllm_install.version()}-cpu-tiny"
     assert cell["expectations"] and cell["expectations"].endswith(f"vllm-{vllm_install.version()}-cpu.yaml")
     assert cell["headline"].startswith("PASS WITH KNOWN FAILURES"), cell["headline"]
+    assert cell["commit"], "the cell names the suite commit it ran"
     assert report["summary"]["xfailed"] > 0, "vLLM's known violations show up as known failures"
     assert report["summary"]["passed"] > 250 and report["expectations"].startswith("reports/expectations/")
     assert (out / "index.html").is_file() and (cell_dir / "report.html").is_file()

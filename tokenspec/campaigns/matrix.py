@@ -58,6 +58,9 @@ class CellRun:
     #: kept them, so whether the catalogue changed since is unknown and the cell counts as stale).
     suite: str | None = None
     catalogue: dict[str, str] | None = None
+    #: The git commit of the suite that ran it ("+changes" when its checkout had uncommitted ones; None: not run
+    #: from a git checkout, or recorded before cells kept it).
+    commit: str | None = None
 
     @property
     def plugin_name(self) -> str:
@@ -130,7 +133,7 @@ def run_cell(impl_name: str, family: str, out_dir: Path, *, seed: int, workers: 
                    report["headline"], code, round(time.monotonic() - started, 1), deployment.roles,
                    _relative(expectations) if expectations else None,
                    " ".join(["tokenspec", *run.child_command()[3:]]), speed, plugin=impl_name,
-                   suite=report.get("tokenspec_version"), catalogue=requirement_digests())
+                   suite=report.get("tokenspec_version"), catalogue=requirement_digests(), commit=_suite_commit())
     (run_dir / "cell.json").write_text(json.dumps(asdict(cell), indent=2) + "\n")
     return cell
 
@@ -175,6 +178,21 @@ def _speed_text(speed: dict[str, Any] | None) -> str:
         f"derender p50 {speed['derender_p50']:.2f}x, throughput {speed['derender_c16']:.2f}x"
         if "derender_p50" in speed else "no derender served")
     return text if speed.get("same_answers", True) else text + " (answers differ from the baseline's)"
+
+
+def _suite_commit() -> str | None:
+    """The commit of the checkout this suite runs from, marked when it had uncommitted changes."""
+    here = str(Path(__file__).resolve().parent)
+    try:
+        head = subprocess.run(["git", "-C", here, "rev-parse", "--short=10", "HEAD"], capture_output=True, text=True,
+                              timeout=10)
+        changes = subprocess.run(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"],
+                                 capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ("+changes" if changes.stdout.strip() else "")
 
 
 def _relative(path: Path | None) -> str:
@@ -315,7 +333,7 @@ def _markdown(cells: list[CellRun], rows: dict[str, list], catalogue: dict, glan
              " speed vs the bundled frontend |",
              "|---|---|---|---|---:|---|---|"]
     digests = requirement_digests()
-    lines += [f"| [{c.column}]({c.folder}/summary.md) | {c.headline} | {_staleness(c.stale(digests))} |"
+    lines += [f"| [{c.column}]({c.folder}/summary.md) | {c.headline} | {_staleness(c.stale(digests), c.commit)} |"
               f" {_counts([row[i][0] for row in rows.values() if row[i]])} | {c.seconds:.0f} |"
               f" {c.expectations or 'none'} | {_speed_text(c.speed)} |" for i, c in enumerate(cells)]
     if glance:
@@ -539,12 +557,13 @@ def grid_markdown(columns: list, rows: dict[str, list], catalogue: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _staleness(reason: str) -> str:
-    return f"stale: {reason} (tokenspec matrix --stale re-runs it)" if reason else "current"
+def _staleness(reason: str, commit: str | None = None) -> str:
+    ran = f" (suite {commit})" if commit else ""
+    return f"stale: {reason}{ran} (tokenspec matrix --stale re-runs it)" if reason else f"current{ran}"
 
 
-def _staleness_cell(reason: str) -> str:
-    return f"<td class='{'stale' if reason else 'current'}'>{escape(_staleness(reason))}</td>"
+def _staleness_cell(reason: str, commit: str | None) -> str:
+    return f"<td class='{'stale' if reason else 'current'}'>{escape(_staleness(reason, commit))}</td>"
 
 
 def _html(cells: list[CellRun], columns: list, rows: dict[str, list], catalogue: dict,
@@ -556,7 +575,7 @@ def _html(cells: list[CellRun], columns: list, rows: dict[str, list], catalogue:
     runs = "".join(
         f"<tr><td><a href='{escape(c.folder)}/report.html'>{escape(c.column)}</a></td>"
         f"<td class='verdict {_verdict_class(c.headline)}'>{escape(c.headline)}</td>"
-        f"{_staleness_cell(c.stale(digests))}"
+        f"{_staleness_cell(c.stale(digests), c.commit)}"
         f"<td>{escape(_counts([s for s, _ in states.values()]))}</td>"
         f"<td>{escape(c.roles)}</td><td>{escape(c.expectations or 'none')}</td><td>{c.seconds:.0f} s</td>"
         f"<td>{escape(_speed_text(c.speed))}</td></tr>"
