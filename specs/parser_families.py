@@ -30,6 +30,7 @@ __all__ = [
     "deletes_special_tokens",
     "distinguishing_shapes",
     "expected",
+    "expected_in",
     "families_acting_on",
     "family_probes",
     "keeps_special_tokens",
@@ -123,10 +124,25 @@ def _canonical(arguments: Any) -> str:
     return json.dumps(arguments, sort_keys=True, ensure_ascii=False)
 
 
-def expected(reasoning: str | None, tool: str | None, shape: str, variant: str) -> Split | None:
-    """The specified split of ``shape`` under a configuration and variant (None: not specified)."""
-    entry = ((_table()["expect"].get(configuration(reasoning, tool)) or {}).get(shape) or {}).get(variant)
+def expected(reasoning: str | None, tool: str | None, shape: str, variant: str,
+             generation: str | None = None) -> Split | None:
+    """The specified split of ``shape`` under a configuration and variant in ``generation`` (None: the rows as
+    first recorded, before any ``changed`` generation), or None where the table specifies none."""
+    name = configuration(reasoning, tool)
+    entry = ((_table()["expect"].get(name) or {}).get(shape) or {}).get(variant)
+    if generation is not None:
+        for since, rows in sorted(_table().get("changed", {}).items(), key=lambda kv: generation_key(kv[0])):
+            row = ((rows.get(name) or {}).get(shape) or {}).get(variant)
+            if row is not None and generation_key(generation) >= generation_key(since):
+                entry = row
     return None if entry is None else Split.from_entry(entry)
+
+
+def expected_in(reasoning: str | None, tool: str | None, shape: str, variant: str,
+                generations: Sequence[str]) -> set[Split | None]:
+    """The splits ``expected`` gives in each of ``generations`` (none known: every generation of the spec): one
+    where the releases agree, several where the row changed between the ones a target may speak."""
+    return {expected(reasoning, tool, shape, variant, g) for g in (generations or read_generations())}
 
 
 def keeps_special_tokens(reasoning: str | None, tool: str | None, request: dict[str, Any] | None,

@@ -23,7 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tokenspec.core.compare import assemble_chat_stream, compare_chat, compare_completions, compare_logprobs
-from tokenspec.specs.parser_families import special_tokens_kept
+from tokenspec.specs.parser_families import expected_in, special_tokens_kept
 from tokenspec.suite.engine.gating import not_tested
 from tokenspec.suite.oracles import strategies
 from tokenspec.suite.oracles.builders import TOOL
@@ -61,6 +61,11 @@ OWN_REASONING = {"gemma4": {
     "reasoning+tool-call": '<|channel>thought\nI need the weather.<channel|><|tool_call>call:get_weather{city:<|"|>Oslo'
                            '<|"|>}<tool_call|>',
 }}
+
+
+# The table's shape each forced text is spelled like (the own-markup case is the family's own, read alike by every
+# release of it).
+LIKE_SHAPE = {"reasoning": "think", "tool-call": "tool", "reasoning+tool-call": "think+tool"}
 
 
 def _request(model: str, body: dict, capabilities, **fields) -> dict:
@@ -131,6 +136,11 @@ def test_forced_markup_parity(request, api, reference, target, capabilities, cod
     if kind == "own-markup-tool-call":
         text = OWN_MARKUP.get(capabilities.parsers.get("tool") or "", text)
     text = OWN_REASONING.get(capabilities.parsers.get("reasoning") or "", {}).get(kind, text)
+    reasoning, tool = capabilities.parsers.get("reasoning"), capabilities.parsers.get("tool")
+    if kind in LIKE_SHAPE and len(expected_in(reasoning, tool, LIKE_SHAPE[kind], "thinking", ())) > 1:
+        not_tested(f"vLLM releases split {LIKE_SHAPE[kind]!r} markup differently under {reasoning or 'none'}+"
+                   f"{tool or 'none'} (specs/parsers.yaml changed), and the coupled reference may run another release"
+                   " than the target; DERENDER-001 judges the target's split by its own generation's row")
     request_body = _request(
         target.model,
         {"messages": [{"role": "user", "content": "What is the weather in Paris?"}], "tools": [TOOL]},

@@ -37,8 +37,12 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
 from tokenspec.harness.frontend import FrontendConfig, create_app
-from tokenspec.harness.frontend.parsers import TOOL_PARSERS
-from tokenspec.harness.frontend.parsers.llama3_json import Llama3JsonToolParser, _may_become_object
+from tokenspec.harness.frontend.parsers import TOOL_PARSERS, tool_parser_class
+from tokenspec.harness.frontend.parsers.llama3_json import (
+    Llama3JsonEngineToolParser,
+    Llama3JsonToolParser,
+    _may_become_object,
+)
 from tokenspec.harness.loopback import running_app
 
 MODEL = "l3"
@@ -326,7 +330,9 @@ def tok(llama3_model: Path) -> Tokenizer:
 
 @pytest.fixture(scope="module")
 def frontend_url(llama3_model: Path) -> Iterator[str]:
-    config = FrontendConfig(llama3_model, MODEL, tool_parser="llama3_json", max_body_bytes=1 << 20)
+    # The recorded answers are vLLM 0.32's, which 0.33 reads alike; 0.34 reads calls only from the start.
+    config = FrontendConfig(llama3_model, MODEL, tool_parser="llama3_json", max_body_bytes=1 << 20,
+                            api_generation="0.33")
     with running_app(create_app(config)) as url:
         yield url
 
@@ -384,8 +390,9 @@ def test_a_prefix_no_continuation_completes(text):
 
 # -- (3) streaming: the concatenated stream is the whole answer, for every split of the text -----------------
 
-def feed_all(pieces: list[str]) -> tuple[str | None, list[list[str]], list[str]]:
-    parser = Llama3JsonToolParser()
+def feed_all(pieces: list[str], parser_class: type[Llama3JsonToolParser] = Llama3JsonToolParser,
+             ) -> tuple[str | None, list[list[str]], list[str]]:
+    parser = parser_class()
     content, calls, ids = "", {}, []
     for i, piece in enumerate(pieces):
         text, deltas = parser.feed(piece, finished=i == len(pieces) - 1)
@@ -399,8 +406,9 @@ def feed_all(pieces: list[str]) -> tuple[str | None, list[list[str]], list[str]]
     return content or None, [calls[i] for i in sorted(calls)], ids
 
 
-def whole(text: str) -> tuple[str | None, list[list[str]]]:
-    content, calls = Llama3JsonToolParser().extract(text)
+def whole(text: str, parser_class: type[Llama3JsonToolParser] = Llama3JsonToolParser,
+          ) -> tuple[str | None, list[list[str]]]:
+    content, calls = parser_class().extract(text)
     return content or None, [[c["name"], c["arguments"]] for c in calls]
 
 
@@ -431,6 +439,35 @@ def test_random_texts_and_chunks_stream_the_whole_answer(parts, data):
     cuts = sorted(data.draw(st.sets(st.integers(1, max(len(text) - 1, 1)), max_size=12)))
     content, calls, ids = feed_all(split(text, [c for c in cuts if c < len(text)]))
     assert (content, calls) == whole(text)
+    assert len(ids) == len(set(ids)) == len(calls)
+
+
+# vLLM 0.34.0's render server (llama3_json, the Llama 3 tokens on the tiny model), derendered 2026-12-07: calls only
+# from an output that starts with { or <|python_tag|>; text before or prose after leaves it all content.
+_CALL = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+_PARIS = ["get_weather", '{"city": "Paris"}']
+VLLM_034 = {
+    " " + _CALL: (" " + _CALL, []), "\n" + _CALL: ("\n" + _CALL, []), "x" + _CALL: ("x" + _CALL, []),
+    _CALL + " and more": (_CALL + " and more", []), _CALL + "; " + _CALL: (None, [_PARIS, _PARIS]),
+    "<|python_tag|>" + _CALL: (None, [_PARIS]), "<|python_tag|> " + _CALL: (None, [_PARIS]),
+    _CALL + "\n": (None, [_PARIS]), _CALL + "<|eot_id|>": (None, [_PARIS]),
+    '<tool_call>\n' + _CALL + '\n</tool_call>': ('<tool_call>\n' + _CALL + '\n</tool_call>', []),
+}
+
+
+@pytest.mark.parametrize("text", VLLM_034)
+def test_the_0_34_reading_matches_vllm_0_34(text):
+    assert whole(text, Llama3JsonEngineToolParser) == VLLM_034[text]
+    assert tool_parser_class("llama3_json", "0.34") is Llama3JsonEngineToolParser
+    assert tool_parser_class("llama3_json", "0.33") is Llama3JsonToolParser
+
+
+@given(parts=st.lists(st.sampled_from((*PIECES, *VLLM_034)), min_size=1, max_size=5), data=st.data())
+def test_the_0_34_reading_streams_the_whole_answer(parts, data):
+    text = "".join(parts)
+    cuts = sorted(data.draw(st.sets(st.integers(1, max(len(text) - 1, 1)), max_size=12)))
+    content, calls, ids = feed_all(split(text, [c for c in cuts if c < len(text)]), Llama3JsonEngineToolParser)
+    assert (content, calls) == whole(text, Llama3JsonEngineToolParser)
     assert len(ids) == len(set(ids)) == len(calls)
 
 

@@ -18,7 +18,7 @@ from tokenspec.harness.frontend.detokenize import DecodeWindow, decode_all, deco
 from tokenspec.harness.frontend.errors import bad_request
 from tokenspec.harness.frontend.logprobs import CONTEXT_WINDOW, chat_logprobs, completion_logprobs
 from tokenspec.harness.frontend.model_files import ModelFiles
-from tokenspec.harness.frontend.parsers import REASONING_PARSERS, TOOL_PARSERS, OutputParser
+from tokenspec.harness.frontend.parsers import REASONING_PARSERS, OutputParser, tool_parser_class
 from tokenspec.harness.frontend.parsers.progress import InvalidProgress
 from tokenspec.harness.frontend.stopping import Stop, cut, hold_back, include_stop, settle, top_logprobs_wanted
 from tokenspec.specs.parser_families import keeps_special_tokens
@@ -55,7 +55,7 @@ class Derenderer:
         self.config = config
         self.model = model
         self.reasoning_cls = REASONING_PARSERS[config.reasoning_parser] if config.reasoning_parser else None
-        self.tool_cls = TOOL_PARSERS[config.tool_parser] if config.tool_parser else None
+        self.tool_cls = tool_parser_class(config.tool_parser, config.api_generation) if config.tool_parser else None
         self.parsers_on = self.reasoning_cls is not None or self.tool_cls is not None
         markers = [m for cls in (self.reasoning_cls, self.tool_cls) if cls is not None for m in cls.MARKERS]
         marker_ids = {i for m in markers if (i := model.tokenizer.token_to_id(m)) is not None}

@@ -28,6 +28,7 @@ from tokenspec.specs.catalogue import generation_key, read_generations
 from tokenspec.specs.parser_families import (
     REASONING_FAMILIES,
     TOOL_FAMILIES,
+    Split,
     distinguishing_shapes,
     expected,
     families_acting_on,
@@ -358,7 +359,7 @@ def _probe_parsers(c: RoleClients, caps: Capabilities, target: Target, codec: Co
         if answer.ok and not _unchanged(message, decoded):  # reasoning given, or the text changed without it
             break
     if message.get("reasoning") or message.get("reasoning_content"):
-        family = _which(c, target, codec, "reasoning", REASONING_FAMILIES, tools)
+        family = _which(c, target, codec, "reasoning", REASONING_FAMILIES, tools, caps.generations)
         caps.decide("reasoning", "offered", "probe", f"derender of {text!r} gave reasoning; family: "
                     + (family or "none of " + ", ".join(REASONING_FAMILIES) + " (declare it in --profile)"))
         caps.parsers["reasoning"] = family or "unknown"
@@ -379,8 +380,8 @@ def _probe_parsers(c: RoleClients, caps: Capabilities, target: Target, codec: Co
         return
     reasoning = caps.parsers.get("reasoning")
     answers = _distinguishing_answers(c, target, codec, "tool", tools)
-    family = next((f for f in TOOL_FAMILIES if _agrees(answers, (_known(reasoning), f))), None)
-    if family is None and _agrees(answers, (_known(reasoning), None)):
+    family = next((f for f in TOOL_FAMILIES if _agrees(answers, (_known(reasoning), f), caps.generations)), None)
+    if family is None and _agrees(answers, (_known(reasoning), None), caps.generations):
         # Render accepting tools says nothing about a tool parser (vLLM renders tools for the template with a
         # reasoning parser alone): a derender that splits every tool-call shape exactly as the configuration
         # without a tool parser does (the markup stays in content) has none.
@@ -401,13 +402,13 @@ def _probe_parsers(c: RoleClients, caps: Capabilities, target: Target, codec: Co
 
 
 def _which(c: RoleClients, target: Target, codec: Codec, kind: str, families: tuple[str, ...],
-           tools: bool, reasoning: str | None = None) -> str | None:
+           tools: bool, generations: list[str], reasoning: str | None = None) -> str | None:
     """The family whose specified splits of every distinguishing shape the derender reproduces exactly.
 
     Content, reasoning and tool calls are compared; finish_reason is not (it is DERENDER-006's business)."""
     answers = _distinguishing_answers(c, target, codec, kind, tools)
     for family in families:
-        if _agrees(answers, (family, None) if kind == "reasoning" else (_known(reasoning), family)):
+        if _agrees(answers, (family, None) if kind == "reasoning" else (_known(reasoning), family), generations):
             return family
     return None
 
@@ -424,13 +425,17 @@ def _distinguishing_answers(c: RoleClients, target: Target, codec: Codec, kind: 
             for shape in distinguishing_shapes(kind)}
 
 
-def _agrees(answers: dict[str, dict[str, Any]], config: tuple[str | None, str | None]) -> bool:
-    """Content, reasoning and tool calls of every answer as ``config`` specifies (finish_reason aside)."""
-    for shape, message in answers.items():
-        want = expected(*config, shape, "thinking")
-        if want is None or not message or [d for d in want.differences(message) if not d.startswith("finish")]:
-            return False
-    return True
+def _agrees(answers: dict[str, dict[str, Any]], config: tuple[str | None, str | None],
+            generations: list[str]) -> bool:
+    """Content, reasoning and tool calls of every answer as ``config`` specifies in one of the generations the
+    target may speak (finish_reason aside)."""
+    return any(all(_agrees_in(message, expected(*config, shape, "thinking", g)) for shape, message in answers.items())
+               for g in (generations or read_generations()))
+
+
+def _agrees_in(message: dict[str, Any], want: Split | None) -> bool:
+    return want is not None and bool(message) and not [d for d in want.differences(message)
+                                                       if not d.startswith("finish")]
 
 
 def _probe_generate(c: RoleClients, caps: Capabilities, target: Target, rendered: Answer) -> None:

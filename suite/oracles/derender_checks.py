@@ -15,7 +15,7 @@ from tokenspec.specs.parser_families import (
     VARIANTS,
     Split,
     configurations,
-    expected,
+    expected_in,
     shapes,
     table_request,
 )
@@ -36,7 +36,7 @@ def _specified(caps: Capabilities, shape: str, variant: str) -> set[Split | None
     tools = caps.candidates.get("tool") or TOOL_FAMILIES if tool == "unknown" else (tool,)
     options = [(r, t) for r in reasonings for t in tools
                if (r, t) in specified or "unknown" not in (reasoning, tool)]
-    return {expected(r, t, shape, variant) for r, t in options}
+    return {split for r, t in options for split in expected_in(r, t, shape, variant, caps.generations)}
 
 
 def tool_call_shapes(caps: Capabilities) -> list[tuple[str, str]]:
@@ -57,8 +57,9 @@ def configured_split(caps: Capabilities, shape: str, variant: str, text: str | N
     if None in wants:
         not_tested(f"specs/parsers.yaml has no {shape!r} row for {reasoning or 'none'}+{tool or 'none'}")
     if len(wants) > 1:
-        not_tested(f"the target's parser is not a family specs/parsers.yaml describes, and the families disagree"
-                   f" on {shape!r} (declare the family with --profile)")
+        not_tested(f"the families or the API generations the target may run disagree on {shape!r} (specs/parsers.yaml;"
+                   f" generation {' or '.join(caps.generations) or 'unknown'}: declare the parser family and the"
+                   " generation with --profile)")
     (want,) = wants
     if text is None:
         return want

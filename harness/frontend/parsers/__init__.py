@@ -6,7 +6,7 @@ byte-level pieces instead of the added token, and the markup must still be recog
 
 from tokenspec.harness.frontend.parsers.gemma4 import Gemma4ReasoningParser, Gemma4ToolParser
 from tokenspec.harness.frontend.parsers.hermes import HermesToolParser
-from tokenspec.harness.frontend.parsers.llama3_json import Llama3JsonToolParser
+from tokenspec.harness.frontend.parsers.llama3_json import Llama3JsonEngineToolParser, Llama3JsonToolParser
 from tokenspec.harness.frontend.parsers.output import OutputParser, ParsedMessage
 from tokenspec.harness.frontend.parsers.qwen3_coder import Qwen3CoderToolParser
 from tokenspec.harness.frontend.parsers.think import DeepSeekR1ReasoningParser, ThinkReasoningParser
@@ -24,4 +24,21 @@ TOOL_PARSERS: dict[str, type[HermesToolParser] | type[Llama3JsonToolParser] | ty
     "gemma4": Gemma4ToolParser,
 }
 
-__all__ = ["REASONING_PARSERS", "TOOL_PARSERS", "OutputParser", "ParsedMessage"]
+#: Tool parsers whose reading changed in a vLLM release: (name, the first generation) -> the parser from then on
+#: (specs/parsers.yaml ``changed``).
+CHANGED_TOOL_PARSERS: dict[tuple[str, str], type[Llama3JsonToolParser]] = {
+    ("llama3_json", "0.34"): Llama3JsonEngineToolParser,
+}
+
+
+def tool_parser_class(name: str, generation: str) -> type:
+    """The tool parser ``name`` as the API generation ``generation`` reads it."""
+    from tokenspec.specs.catalogue import generation_key
+
+    changed = [(since, cls) for (family, since), cls in CHANGED_TOOL_PARSERS.items()
+               if family == name and generation_key(generation) >= generation_key(since)]
+    return max(changed, key=lambda item: generation_key(item[0]))[1] if changed else TOOL_PARSERS[name]
+
+
+__all__ = ["CHANGED_TOOL_PARSERS", "REASONING_PARSERS", "TOOL_PARSERS", "OutputParser", "ParsedMessage",
+           "tool_parser_class"]

@@ -26,6 +26,9 @@ into dropped text, nothing is sent while the text may still parse as tool calls:
   (id, name and complete arguments in one delta each).
 vLLM 0.32's own streaming parser is a different function of the text (it parses only output that starts
 with ``{`` or ``<|python_tag|>``); reports/expectations/vllm-0.32.0-cpu.yaml records that deviation.
+
+vLLM 0.34 reads the whole output that way too (``Llama3JsonEngineToolParser``, the frontend's parser from API
+generation 0.34; specs/parsers.yaml ``changed``): calls only where the output starts with them.
 """
 
 from __future__ import annotations
@@ -225,6 +228,40 @@ def _is_content_from(text: str, pos: int, decoded_end: int) -> tuple[bool, int, 
     return False, len(text), decoded_end
 
 
+#: What may follow the last object of a 0.34 output besides whitespace: one of Llama's end-of-output tokens.
+_OUTPUT_ENDS = ("<|eom_id|>", "<|eot_id|>", "<|end_of_text|>")
+
+
+def _scan_from_start(text: str) -> list[dict[str, str]] | None:
+    """vLLM 0.34's reading of a whole output (its parser engine's llama_json): the output starts with ``{`` or
+    ``<|python_tag|>``, then tool-call objects joined by ``;`` and whitespace, then at most an end-of-output token;
+    anything else (text before the first object, prose after one) leaves the whole text as content (None)."""
+    if text.startswith(BOT):
+        text = text[len(BOT):]
+    elif not text.startswith("{"):
+        return None
+    calls: list[dict[str, str]] = []
+    pos = 0
+    while True:
+        pos = len(text) - len(text[pos:].lstrip())
+        if pos == len(text):
+            return calls or None
+        try:
+            obj, pos = _DECODER.raw_decode(text, pos)
+        except json.JSONDecodeError:
+            return None
+        call = _call_of(obj) if isinstance(obj, dict) else None
+        if call is None:
+            return None
+        calls.append(call)
+        rest = text[pos:].strip()
+        if not rest or rest in _OUTPUT_ENDS:
+            return calls
+        if not rest.startswith(";"):
+            return None
+        pos = text.index(";", pos) + 1
+
+
 class Llama3JsonToolParser(Resumable):
     """``extract`` for a whole output, ``feed`` for a stream (one instance per stream, fed every chunk).
 
@@ -232,6 +269,8 @@ class Llama3JsonToolParser(Resumable):
     it whole; once decided, nothing is kept."""
 
     MARKERS = (BOT,)  # the bot token is special in Llama 3.1; it must stay in the decoded text
+    #: vLLM 0.34's reading (``Llama3JsonEngineToolParser``): calls only from an output that starts with them.
+    FROM_START = False
     PROGRESS = {"_text": TEXT, "_is_content": FLAG, "_scan_from": COUNT,
                 "_decoded_end": {"type": "integer", "minimum": -1}}
 
@@ -248,6 +287,9 @@ class Llama3JsonToolParser(Resumable):
 
     def extract(self, text: str) -> tuple[str | None, list[dict[str, str]]]:
         """(content, [{"name", "arguments"}]) for a whole output."""
+        if self.FROM_START:
+            calls = _scan_from_start(text)
+            return (None, calls) if calls else (text, [])
         if BOT not in text and "{" not in text:
             return text, []
         calls = _scan(text)
@@ -260,7 +302,9 @@ class Llama3JsonToolParser(Resumable):
         if self._is_content:
             return delta, []
         self._text += delta
-        if not finished:
+        if not finished and self.FROM_START:
+            self._is_content = not (self._text.startswith(("{", BOT)) or BOT.startswith(self._text))
+        elif not finished:
             self._is_content, self._scan_from, self._decoded_end = _is_content_from(
                 self._text, self._scan_from, self._decoded_end)
         else:
@@ -274,3 +318,10 @@ class Llama3JsonToolParser(Resumable):
             return "", []
         text, self._text = self._text, ""
         return text, []
+
+
+class Llama3JsonEngineToolParser(Llama3JsonToolParser):
+    """``llama3_json`` as vLLM 0.34 reads it (an adapter of its parser engine): calls only where the output starts
+    with ``{`` or ``<|python_tag|>`` (``_scan_from_start``); a stream is content as soon as it cannot start so."""
+
+    FROM_START = True
