@@ -34,7 +34,9 @@ __all__ = [
     "families_acting_on",
     "family_probes",
     "keeps_special_tokens",
+    "reading_changed",
     "shapes",
+    "special_tokens_deleted",
     "special_tokens_kept",
     "table_request",
 ]
@@ -145,6 +147,15 @@ def expected_in(reasoning: str | None, tool: str | None, shape: str, variant: st
     return {expected(reasoning, tool, shape, variant, g) for g in (generations or read_generations())}
 
 
+def reading_changed(reasoning: str | None, tool: str | None, after: str, generations: Sequence[str]) -> list[str]:
+    """The generations after ``after``, up to the newest the target may speak (none known: every generation of the
+    spec), in which the table changed this configuration's rows: a split recorded at ``after`` may not hold there."""
+    newest = max(generation_key(g) for g in (generations or read_generations()))
+    name = configuration(reasoning, tool)
+    return [since for since, rows in _table().get("changed", {}).items()
+            if name in rows and generation_key(after) < generation_key(since) <= newest]
+
+
 def keeps_special_tokens(reasoning: str | None, tool: str | None, request: dict[str, Any] | None,
                          generation: str) -> bool:
     """Whether a configured parser turns ``request``'s skip_special_tokens off in ``generation``, as the coupled
@@ -173,10 +184,20 @@ def _rule_at(entry: str | list[dict[str, str]] | None, generation: str) -> str |
     return reached[-1] if reached else None
 
 
-def deletes_special_tokens(reasoning: str | None, tool: str | None) -> bool:
-    """Whether a configured parser deletes the special tokens that are not its markup from the text it splits
-    (``deletes_special_tokens`` of the table), so none shows even where it turned skip_special_tokens off."""
-    return any(family in _table()["deletes_special_tokens"] for family in (reasoning, tool) if family)
+def deletes_special_tokens(reasoning: str | None, tool: str | None, generation: str) -> bool:
+    """Whether a configured parser deletes the special tokens that are not its markup from the text it splits in
+    ``generation`` (``deletes_special_tokens`` of the table), so none shows even where it turned skip_special_tokens
+    off."""
+    since = _table()["deletes_special_tokens"]
+    return any(family in since and generation_key(generation) >= generation_key(str(since[family]))
+               for family in (reasoning, tool) if family)
+
+
+def special_tokens_deleted(reasoning: str | None, tool: str | None, generations: Sequence[str]) -> bool | None:
+    """``deletes_special_tokens`` for a target that may speak any of ``generations`` (none known: any generation of
+    the spec), or None where they disagree."""
+    answers = {deletes_special_tokens(reasoning, tool, g) for g in (generations or read_generations())}
+    return answers.pop() if len(answers) == 1 else None
 
 
 def family_probes(kind: str) -> list[str]:

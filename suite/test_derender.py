@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from tokenspec.specs.parser_families import (
     ARGUMENTS_IN_SHAPES,
     VARIANTS,
-    deletes_special_tokens,
     shapes,
+    special_tokens_deleted,
     special_tokens_kept,
 )
 from tokenspec.suite.engine.gating import not_tested, unsupported
@@ -748,8 +748,13 @@ def _check_special_token_text(api, target, codec, capabilities, request: dict) -
                    f"generations the target may speak ({' or '.join(capabilities.generations) or 'unknown'}: "
                    f"{capabilities.generation_evidence}; specs/parsers.yaml keeps_special_tokens); declare the "
                    "generation with --profile")
+    deleted = special_tokens_deleted(reasoning, tool, capabilities.generations)
+    if deleted is None:
+        not_tested(f"whether the {reasoning or tool} parser deletes special tokens differs between the generations "
+                   f"the target may speak ({' or '.join(capabilities.generations) or 'unknown'}; specs/parsers.yaml "
+                   "deletes_special_tokens); declare the generation with --profile")
     kept_by = (reasoning or tool) if kept else None
-    deleted_by = (reasoning or tool) if deletes_special_tokens(reasoning, tool) else None
+    deleted_by = (reasoning or tool) if deleted else None
     if skip is False and (reasoning or tool) and not kept_by:
         not_tested("with a parser configured, which special tokens stay is its markup's business: DERENDER-001's "
                    "parity decides")

@@ -23,7 +23,7 @@ from tokenizers import Tokenizer
 from tokenspec.harness.frontend import FrontendConfig, create_app
 from tokenspec.harness.loopback import running_app
 from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
-from tokenspec.specs.parser_families import special_tokens_kept
+from tokenspec.specs.parser_families import special_tokens_deleted, special_tokens_kept
 
 MODEL = DEFAULT_MODEL_NAME
 TEXT = "<think>Let me see.</think>The answer is 4."
@@ -206,7 +206,8 @@ def test_weight_versions_reach_the_coupled_answer_only_when_asked(tiny_model, en
 def test_llama3_json_keeps_special_tokens_with_tools_from_0_34(families, generation, kept) -> None:
     """vLLM 0.34's llama3_json tool parser became an adapter of its parser engine, whose adjust_request turns
     skip_special_tokens off while tools are in play (specs/parsers.yaml keeps_special_tokens); 0.33's leaves it on.
-    The frontend follows the generation it speaks, in render's sampling params and in derender's text."""
+    The engine then drops every special token that is not its markup (deletes_special_tokens), so derender's text
+    shows none in either generation; render's sampling params follow the generation the frontend speaks."""
     model = families["llama3"].model_dir
     name = families.served_name("llama3")
     client = TestClient(create_app(FrontendConfig(model, name, tool_parser="llama3_json", api_generation=generation)))
@@ -224,7 +225,7 @@ def test_llama3_json_keeps_special_tokens_with_tools_from_0_34(families, generat
             "generate_response": {"request_id": "r", "choices": [
                 {"index": 0, "token_ids": ids, "finish_reason": "length"}]}})
         assert out.status_code == 200, out.text
-        assert (special in out.json()["choices"][0]["message"]["content"]) is keeps, out.json()
+        assert special not in out.json()["choices"][0]["message"]["content"], out.json()
 
 
 def test_a_rule_that_changed_between_releases_is_undecided_until_the_generation_is_known() -> None:
@@ -235,3 +236,6 @@ def test_a_rule_that_changed_between_releases_is_undecided_until_the_generation_
     assert special_tokens_kept(None, "llama3_json", {**tools, "tool_choice": "none"}, ["0.33", "0.34"]) is False
     assert special_tokens_kept("qwen3", None, {}, []) is True  # the same in every generation of the spec
     assert special_tokens_kept("deepseek_r1", "llama3_json", {}, []) is False
+    assert special_tokens_deleted(None, "llama3_json", ["0.33", "0.34"]) is None
+    assert special_tokens_deleted(None, "llama3_json", ["0.34"]) is True
+    assert special_tokens_deleted("gemma4", "gemma4", []) is True

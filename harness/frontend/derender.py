@@ -21,7 +21,7 @@ from tokenspec.harness.frontend.model_files import ModelFiles
 from tokenspec.harness.frontend.parsers import REASONING_PARSERS, OutputParser, tool_parser_class
 from tokenspec.harness.frontend.parsers.progress import InvalidProgress
 from tokenspec.harness.frontend.stopping import Stop, cut, hold_back, include_stop, settle, top_logprobs_wanted
-from tokenspec.specs.parser_families import keeps_special_tokens
+from tokenspec.specs.parser_families import deletes_special_tokens, keeps_special_tokens
 
 
 def _usage(prompt: int, completion: int) -> dict[str, Any]:
@@ -68,8 +68,10 @@ class Derenderer:
         value = (request or {}).get("skip_special_tokens")
         if value is not None and not value:
             return frozenset()
-        if keep_special and keeps_special_tokens(self.config.reasoning_parser, self.config.tool_parser, request,
-                                                  self.config.api_generation):
+        parsers = (self.config.reasoning_parser, self.config.tool_parser)
+        if keep_special and keeps_special_tokens(*parsers, request, self.config.api_generation):
+            if deletes_special_tokens(*parsers, self.config.api_generation):
+                return self.parser_skip_ids  # kept, then all but the parsers' markup deleted (DERENDER-025)
             return frozenset()  # the parser turns skipping off, as the coupled server's does (DERENDER-025)
         return self.parser_skip_ids if keep_special else self.model.all_special_ids
 
