@@ -178,7 +178,8 @@ def max_model_len(target: Target, capabilities: Capabilities) -> int:
         return int(capabilities.limits["max_model_len"])
     if target.tokenizer_dir and (target.tokenizer_dir / "tokenizer_config.json").exists():
         config = json.loads((target.tokenizer_dir / "tokenizer_config.json").read_text())
-        if isinstance(config.get("model_max_length"), int):
+        # transformers writes int(1e30) there for "no limit"; no real context reaches 2**31 tokens
+        if isinstance(config.get("model_max_length"), int) and 0 < config["model_max_length"] < 2**31:
             return int(config["model_max_length"])
     if target.engine_url:
         if (reported := card_max_model_len(target.engine_url, target.transport, "engine")) is not None:
