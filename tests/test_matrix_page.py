@@ -32,7 +32,8 @@ def test_the_committed_matrix_covers_three_implementations_on_two_families() -> 
         families.setdefault(c["implementation"], set()).add(c["family"])
         assert all((MATRIX / c["folder"] / name).is_file() for name in ("report.json", "summary.md", "cell.json"))
         assert not c["headline"].startswith("FAIL"), f"{c['folder']}: {c['headline']}"
-        assert c["speed"] and c["speed"]["render_p50"] > 0 and c["speed"]["same_answers"], f"{c['folder']}: speed"
+        # speed is measured when asked (--speed-requests); where it was, it is sane and the answers were the same
+        assert c["speed"] is None or (c["speed"]["render_p50"] > 0 and c["speed"]["same_answers"]), c["folder"]
     assert all(len(f) >= 2 for f in families.values()), families
 
 
