@@ -172,8 +172,7 @@ def special_tokens_kept(reasoning: str | None, tool: str | None, request: dict[s
                         generations: Sequence[str]) -> bool | None:
     """``keeps_special_tokens`` for a target that may speak any of ``generations`` (none known: any generation of
     the spec): the answer they share, or None where they disagree, so nothing can be expected."""
-    answers = {keeps_special_tokens(reasoning, tool, request, g) for g in (generations or read_generations())}
-    return answers.pop() if len(answers) == 1 else None
+    return _agreed({keeps_special_tokens(reasoning, tool, request, g) for g in (generations or read_generations())})
 
 
 def _rule_at(entry: str | list[dict[str, str]] | None, generation: str) -> str | None:
@@ -196,7 +195,10 @@ def deletes_special_tokens(reasoning: str | None, tool: str | None, generation: 
 def special_tokens_deleted(reasoning: str | None, tool: str | None, generations: Sequence[str]) -> bool | None:
     """``deletes_special_tokens`` for a target that may speak any of ``generations`` (none known: any generation of
     the spec), or None where they disagree."""
-    answers = {deletes_special_tokens(reasoning, tool, g) for g in (generations or read_generations())}
+    return _agreed({deletes_special_tokens(reasoning, tool, g) for g in (generations or read_generations())})
+
+
+def _agreed(answers: set[bool]) -> bool | None:
     return answers.pop() if len(answers) == 1 else None
 
 

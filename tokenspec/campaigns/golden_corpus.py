@@ -267,13 +267,9 @@ def _recorded(case_id: str, body: dict[str, Any], text: str, tool_parser: str | 
     status, answer = _post(vllm_url, "/v1/chat/completions/derender", body)
     if status != 200:
         raise RuntimeError(f"vLLM's derender refused golden case {case_id}: {status} {answer}")
-    expect = [_observed(c) for c in sorted(answer["choices"], key=lambda c: c["index"])]
-    notes = []
-    for k, choice in enumerate(expect):
-        if choice["tool_calls"] and choice["finish_reason"] == "stop":
-            choice["finish_reason"] = "tool_calls"
-            notes.append(f"{case_id} choice {k}: vLLM 0.32 keeps finish_reason stop after a parsed tool call; "
-                         "DERENDER-006 says tool_calls")
+    expect, changed = _expected_choices(answer)
+    notes = [f"{case_id} choice {k}: vLLM 0.32 keeps finish_reason stop after a parsed tool call; DERENDER-006 says"
+             " tool_calls" for k in changed]
     disagreements.extend(notes)
     case = {"id": case_id, "kind": "derender-recorded", "requirements": ["DERENDER-001", "DERENDER-006"],
             "parsers": {"tool": tool_parser, "reasoning": reasoning_parser}, "output": text, "request": body,
@@ -281,6 +277,16 @@ def _recorded(case_id: str, body: dict[str, Any], text: str, tool_parser: str | 
     if notes:
         case["disagreements"] = notes
     return case
+
+
+def _expected_choices(answer: dict[str, Any]) -> tuple[list[dict[str, Any]], list[int]]:
+    """vLLM's derendered choices as the golden file expects them, and which of them DERENDER-006 changed: a parsed
+    tool call turns finish_reason stop into tool_calls."""
+    expect = [_observed(c) for c in sorted(answer["choices"], key=lambda c: c["index"])]
+    changed = [k for k, choice in enumerate(expect) if choice["tool_calls"] and choice["finish_reason"] == "stop"]
+    for k in changed:
+        expect[k]["finish_reason"] = "tool_calls"
+    return expect, changed
 
 
 def family_folder(family: str, model_dir: Path | None = None) -> Path:
@@ -346,9 +352,5 @@ def rerecord_changed(path: Path, folder: Path, name: str, family: str) -> None:
                 status, answer = _post(server.url, "/v1/chat/completions/derender", case["request"])
                 if status != 200:
                     raise RuntimeError(f"vLLM {release.release}'s derender refused golden case {case['id']}: {status}")
-                expect = [_observed(c) for c in sorted(answer["choices"], key=lambda c: c["index"])]
-                for choice in expect:
-                    if choice["tool_calls"] and choice["finish_reason"] == "stop":
-                        choice["finish_reason"] = "tool_calls"  # DERENDER-006, as the first recording
-                case.setdefault("expect_in", {})[generation] = {"choices": expect}
+                case.setdefault("expect_in", {})[generation] = {"choices": _expected_choices(answer)[0]}
     path.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
