@@ -743,15 +743,11 @@ def _check_special_token_text(api, target, codec, capabilities, request: dict) -
         not_tested("the target's parser is no family specs/parsers.yaml describes, so whether it keeps special "
                    "tokens is unknown (declare the family with --profile)")
     kept = special_tokens_kept(reasoning, tool, request, capabilities.generations)
-    if kept is None:
-        not_tested(f"whether the {reasoning or tool} parser turns skip_special_tokens off differs between the "
-                   f"generations the target may speak ({' or '.join(capabilities.generations) or 'unknown'}: "
-                   f"{capabilities.generation_evidence}; specs/parsers.yaml keeps_special_tokens); declare the "
-                   "generation with --profile")
     deleted = special_tokens_deleted(reasoning, tool, capabilities.generations)
-    if deleted is None:
-        not_tested(f"whether the {reasoning or tool} parser deletes special tokens differs between the generations "
-                   f"the target may speak ({' or '.join(capabilities.generations) or 'unknown'}; specs/parsers.yaml "
+    if kept is None or deleted is None:
+        not_tested(f"whether the {reasoning or tool} parser keeps or deletes special tokens differs between the "
+                   f"generations the target may speak ({' or '.join(capabilities.generations) or 'unknown'}: "
+                   f"{capabilities.generation_evidence}; specs/parsers.yaml keeps_special_tokens and "
                    "deletes_special_tokens); declare the generation with --profile")
     kept_by = (reasoning or tool) if kept else None
     deleted_by = (reasoning or tool) if deleted else None
