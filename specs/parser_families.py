@@ -163,9 +163,14 @@ def keeps_special_tokens(reasoning: str | None, tool: str | None, request: dict[
     asked. A caller that does not know the generation asks ``special_tokens_kept``."""
     request = request or {}
     with_tools = bool(request.get("tools")) and request.get("tool_choice") != "none"
+    settled = request["tool_choice"] if "tool_choice" in request else "auto" if request.get("tools") else "none"
+    adjusted = reasoning is not None or settled != "none"
     rules = [_rule_at(_table()["keeps_special_tokens"].get(family), generation) for family in (reasoning, tool)
              if family]
-    return any(rule == "always" or (rule == "with-tools" and with_tools) for rule in rules)
+    if unknown := set(rules) - {None, "always", "with-tools", "adjusted"}:
+        raise ValueError(f"specs/parsers.yaml keeps_special_tokens: unknown rule {sorted(unknown)}")
+    return any(rule == "always" or (rule == "with-tools" and with_tools) or (rule == "adjusted" and adjusted)
+               for rule in rules)
 
 
 def special_tokens_kept(reasoning: str | None, tool: str | None, request: dict[str, Any] | None,

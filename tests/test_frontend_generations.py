@@ -226,6 +226,11 @@ def test_llama3_json_keeps_special_tokens_with_tools_from_0_34(families, generat
                 {"index": 0, "token_ids": ids, "finish_reason": "length"}]}})
         assert out.status_code == 200, out.text
         assert special not in out.json()["choices"][0]["message"]["content"], out.json()
+    # Messages without tools leaves tool_choice null, so 0.34's renderer still asks llama3_json (as vLLM 0.34 does).
+    messages = client.post("/v1/messages/render", json={"model": name, "max_tokens": 4,
+                                                         "messages": [{"role": "user", "content": "Hi"}]})
+    assert messages.status_code == 200, messages.text
+    assert messages.json()["sampling_params"].get("skip_special_tokens", True) is not kept, messages.json()
 
 
 def test_a_rule_that_changed_between_releases_is_undecided_until_the_generation_is_known() -> None:
@@ -235,7 +240,15 @@ def test_a_rule_that_changed_between_releases_is_undecided_until_the_generation_
     assert special_tokens_kept(None, "llama3_json", tools, ["0.33", "0.34"]) is None
     assert special_tokens_kept(None, "llama3_json", {**tools, "tool_choice": "none"}, ["0.33", "0.34"]) is False
     assert special_tokens_kept("qwen3", None, {}, []) is True  # the same in every generation of the spec
-    assert special_tokens_kept("deepseek_r1", "llama3_json", {}, []) is False
+    # 0.34's llama3_json turns it off whenever the renderer asks the parser: a reasoning parser is configured, or the
+    # settled tool_choice is not "none" (an explicit null stays null; Messages leaves it null without tools).
+    assert special_tokens_kept("deepseek_r1", "llama3_json", {}, ["0.34"]) is True
+    assert special_tokens_kept("deepseek_r1", "llama3_json", {}, []) is None
+    assert special_tokens_kept("deepseek_r1", None, {}, []) is False
+    assert special_tokens_kept(None, "llama3_json", {}, ["0.34"]) is False
+    assert special_tokens_kept(None, "llama3_json", {"tool_choice": None}, ["0.34"]) is True
+    assert special_tokens_kept(None, "qwen3_coder", {"tool_choice": None}, []) is True
+    assert special_tokens_kept(None, "hermes", {"tool_choice": None}, []) is False  # hermes asks for tools itself
     assert special_tokens_deleted(None, "llama3_json", ["0.33", "0.34"]) is None
     assert special_tokens_deleted(None, "llama3_json", ["0.34"]) is True
     assert special_tokens_deleted("gemma4", "gemma4", []) is True
