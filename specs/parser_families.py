@@ -157,20 +157,24 @@ def reading_changed(reasoning: str | None, tool: str | None, after: str, generat
 
 
 def keeps_special_tokens(reasoning: str | None, tool: str | None, request: dict[str, Any] | None,
-                         generation: str) -> bool:
+                         generation: str, *, dialect: str = "chat") -> bool:
     """Whether a configured parser turns ``request``'s skip_special_tokens off in ``generation``, as the coupled
     server's does (``keeps_special_tokens`` of the table), so special tokens show as text whatever the request
-    asked. A caller that does not know the generation asks ``special_tokens_kept``."""
+    asked. In a chat request a null tool_choice is the absent one (RENDER-044); the chat request vLLM's Anthropic
+    converter builds (``dialect="messages"``) keeps it null without tools, which vLLM's renderer does not read as
+    "none". A caller that does not know the generation asks ``special_tokens_kept``."""
     request = request or {}
-    with_tools = bool(request.get("tools")) and request.get("tool_choice") != "none"
-    settled = request["tool_choice"] if "tool_choice" in request else "auto" if request.get("tools") else "none"
-    adjusted = reasoning is not None or settled != "none"
+    tools = bool(request.get("tools"))
+    choice = request.get("tool_choice")
+    if choice is None and dialect == "chat":
+        choice = "auto" if tools else "none"
+    adjusted = reasoning is not None or choice != "none"
     rules = [_rule_at(_table()["keeps_special_tokens"].get(family), generation) for family in (reasoning, tool)
              if family]
     if unknown := set(rules) - {None, "always", "with-tools", "adjusted"}:
         raise ValueError(f"specs/parsers.yaml keeps_special_tokens: unknown rule {sorted(unknown)}")
-    return any(rule == "always" or (rule == "with-tools" and with_tools) or (rule == "adjusted" and adjusted)
-               for rule in rules)
+    return any(rule == "always" or (rule == "with-tools" and tools and choice != "none")
+               or (rule == "adjusted" and adjusted) for rule in rules)
 
 
 def special_tokens_kept(reasoning: str | None, tool: str | None, request: dict[str, Any] | None,

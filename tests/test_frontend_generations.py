@@ -23,7 +23,7 @@ from tokenizers import Tokenizer
 from tokenspec.harness.frontend import FrontendConfig, create_app
 from tokenspec.harness.loopback import running_app
 from tokenspec.harness.models.tiny import DEFAULT_MODEL_NAME
-from tokenspec.specs.parser_families import special_tokens_deleted, special_tokens_kept
+from tokenspec.specs.parser_families import keeps_special_tokens, special_tokens_deleted, special_tokens_kept
 
 MODEL = DEFAULT_MODEL_NAME
 TEXT = "<think>Let me see.</think>The answer is 4."
@@ -241,14 +241,15 @@ def test_a_rule_that_changed_between_releases_is_undecided_until_the_generation_
     assert special_tokens_kept(None, "llama3_json", {**tools, "tool_choice": "none"}, ["0.33", "0.34"]) is False
     assert special_tokens_kept("qwen3", None, {}, []) is True  # the same in every generation of the spec
     # 0.34's llama3_json turns it off whenever the renderer asks the parser: a reasoning parser is configured, or the
-    # settled tool_choice is not "none" (an explicit null stays null; Messages leaves it null without tools).
+    # tool_choice is not "none" (in chat null is the absent field, RENDER-044; Messages leaves it null without tools).
     assert special_tokens_kept("deepseek_r1", "llama3_json", {}, ["0.34"]) is True
     assert special_tokens_kept("deepseek_r1", "llama3_json", {}, []) is None
     assert special_tokens_kept("deepseek_r1", None, {}, []) is False
-    assert special_tokens_kept(None, "llama3_json", {}, ["0.34"]) is False
-    assert special_tokens_kept(None, "llama3_json", {"tool_choice": None}, ["0.34"]) is True
-    assert special_tokens_kept(None, "qwen3_coder", {"tool_choice": None}, []) is True
-    assert special_tokens_kept(None, "hermes", {"tool_choice": None}, []) is False  # hermes asks for tools itself
+    assert special_tokens_kept(None, "llama3_json", {"tool_choice": None}, ["0.34"]) is False
+    assert keeps_special_tokens(None, "llama3_json", {"tool_choice": None}, "0.34", dialect="messages") is True
+    assert keeps_special_tokens(None, "llama3_json", {"tool_choice": None}, "0.33", dialect="messages") is False
+    assert keeps_special_tokens(None, "qwen3_coder", {"tool_choice": None}, "0.32", dialect="messages") is True
+    assert keeps_special_tokens(None, "hermes", {"tool_choice": None}, "0.32", dialect="messages") is False
     assert special_tokens_deleted(None, "llama3_json", ["0.33", "0.34"]) is None
     assert special_tokens_deleted(None, "llama3_json", ["0.34"]) is True
     assert special_tokens_deleted("gemma4", "gemma4", []) is True

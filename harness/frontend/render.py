@@ -342,6 +342,9 @@ class Renderer:
         # vLLM's Messages render leaves the transfer parameters in extra_args (0.33 and 0.34 hoist them elsewhere)
         suffix = header_id if header_id is not None else secrets.token_hex(8)  # a present header verbatim, as chat
         out = self.render_chat(chat, suffix, check_tool_choice=False, hoist=False)
+        if keeps_special_tokens(self.config.reasoning_parser, self.config.tool_parser, chat, self.config.api_generation,
+                                dialect="messages"):
+            out["sampling_params"]["skip_special_tokens"] = False  # the converter's null tool_choice, as vLLM's
         out["parse_context"] = {**out["parse_context"], "tool_choice": choice}
         return out
 
