@@ -2,7 +2,8 @@
 
 The rotating sample is how CI keeps judging the suite: each day a different slice of the catalogue is planted
 in front of the reference server (frontend + real vLLM engine, vLLM's coupled endpoint as the reference), and
-the test fails when the clean run has a failure or a sampled defect escapes. ``TOKENSPEC_MUTANTS=name,...``
+the test fails when the clean run has a failure (one that passes when run again at once is the server's flake,
+listed, not a failure) or a sampled defect escapes. ``TOKENSPEC_MUTANTS=name,...``
 plants chosen defects instead (to replay a CI run, or to check a new defect).
 """
 
@@ -115,3 +116,31 @@ def test_the_suite_catches_todays_sample_of_defects(tiny_model, vllm_engine, tmp
     escaped = [r.name for r in report.results if not r.detected]
     assert not escaped, (f"ESCAPED from the suite (sample: {sample}; replay with TOKENSPEC_MUTANTS="
                          f"{','.join(escaped)}): {escaped}")
+
+
+def test_a_clean_failure_that_passes_when_run_again_is_a_flake_not_a_false_alarm(monkeypatch, tmp_path) -> None:
+    """The clean run's failures are run once more: one that passes then is listed as flaky and counts as passed
+    (a defect that breaks it is still caught); one that fails again stays a false alarm. The suite runs are a
+    labelled test double here (canned outcomes), the selection they are asked for is what is checked."""
+    import tokenspec.campaigns.mutants as campaign
+
+    def outcome(nodeid: str, state: str) -> dict:
+        return {"nodeid": nodeid, "outcome": state, "message": f"{nodeid} {state}"}
+
+    flake, broken, fine = "t.py::test_abort", "t.py::test_stop[a]", "t.py::test_ok"
+    asked = []
+
+    def suite_double(options, proxies, report):
+        asked.append(options.select)
+        return {"tests": [outcome(flake, "passed"), outcome(broken, "failed")]}
+
+    monkeypatch.setattr(campaign, "_suite", suite_double)
+    tests = {flake: outcome(flake, "failed"), broken: outcome(broken, "failed"), fine: outcome(fine, "passed")}
+    settled, flaky = campaign._settle_clean_failures(Options("http://t", select="not slow"), (), tests, tmp_path)
+    assert asked == ["(not slow) and (test_abort or test_stop)"]
+    assert len(flaky) == 1 and flaky[0].startswith(f"{flake}: ")
+    assert {n: t["outcome"] for n, t in settled.items()} == {flake: "passed", broken: "failed", fine: "passed"}
+    asked.clear()
+    assert campaign._settle_clean_failures(Options("http://t"), (), {fine: tests[fine]}, tmp_path) == (
+        {fine: tests[fine]}, [])
+    assert asked == []  # nothing failed: nothing run again

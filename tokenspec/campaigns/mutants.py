@@ -81,6 +81,8 @@ class CampaignReport:
     results: list[DefectResult]
     started: str
     seconds: float
+    #: clean-run failures that passed when run again at once: the server's flake, not the suite's false alarm
+    clean_flaky: list[str] = field(default_factory=list)
 
     @property
     def detection_rate(self) -> float:
@@ -90,7 +92,7 @@ class CampaignReport:
         return {"target": self.target, "seed": self.seed, "started": self.started, "seconds": round(self.seconds, 1),
                 "detection_rate": round(self.detection_rate, 4), "planted": len(self.results),
                 "detected": sum(r.detected for r in self.results),
-                "clean": {"passed": self.clean_passed, "failures": self.clean_failures},
+                "clean": {"passed": self.clean_passed, "failures": self.clean_failures, "flaky": self.clean_flaky},
                 "defects": [asdict(r) for r in self.results]}
 
     def to_markdown(self) -> str:
@@ -103,6 +105,7 @@ class CampaignReport:
             f" {seconds(self.seconds)}",
             f"- clean run: {self.clean_passed} passed, {len(self.clean_failures)} failing",
             *(f"  - FALSE ALARM: {failure}" for failure in self.clean_failures),
+            *(f"  - flaky (failed, then passed when run again): {failure}" for failure in self.clean_flaky),
             *(f"- left out of every run: tests matching `{name}`: {why}" for name, why in EXCLUDED.items()),
             "",
             "| defect | area | imitates | breaks | detected | caught by (tests) | charged | silenced |",
@@ -137,6 +140,7 @@ class CampaignReport:
                 f"<td>{escape(r.imitates)}</td><td>{escape(', '.join(r.requirements))}</td><td>{state}</td>"
                 f"<td>{len(r.caught_by)}</td><td>{escape(', '.join(r.charged))}</td></tr>")
         alarms = "".join(f"<li>{escape(f)}</li>" for f in self.clean_failures) or "<li>none</li>"
+        alarms += "".join(f"<li>flaky (failed, then passed when run again): {escape(f)}</li>" for f in self.clean_flaky)
         return f"""<!doctype html><html><head><meta charset="utf-8"><title>tokenspec mutants</title><style>
 body{{font-family:sans-serif;margin:2em}} table{{border-collapse:collapse}} td,th{{border:1px solid #ccc;padding:4px}}
 tr.escaped{{background:#fdd}} tr.detected td:nth-child(5){{color:#070}}</style></head><body>
@@ -201,6 +205,24 @@ def _outcomes(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {t["nodeid"]: t for t in report["tests"]}
 
 
+def _settle_clean_failures(options: Options, proxies: Sequence[MutantProxy], tests: dict[str, dict[str, Any]],
+                           report: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """The clean run's failing tests run once more at once. One that passes then was the server's flake (vLLM 0.32's
+    engine at times runs a stream on after an abort it answered), not the suite's false alarm: it counts as passed
+    on the clean run, so a defect that makes it fail is still caught, and the report lists it as flaky."""
+    failing = [nodeid for nodeid, t in tests.items() if t["outcome"] in FAILING]
+    if not failing:
+        return tests, []
+    names = " or ".join(sorted({nodeid.split("::")[-1].split("[")[0] for nodeid in failing}))
+    say(f"clean run: {len(failing)} failing test(s), run again once to tell a flake from a false alarm ...")
+    again = _outcomes(_suite(replace(options, select=f"({options.select}) and ({names})" if options.select
+                                     else names), proxies, report))
+    flaky = [f"{nodeid}: {tests[nodeid]['message'][:300]}" for nodeid in failing
+             if again.get(nodeid, {}).get("outcome") == "passed"]
+    return {nodeid: again[nodeid] if again.get(nodeid, {}).get("outcome") == "passed" else t
+            for nodeid, t in tests.items()}, flaky
+
+
 def run_campaign(options: Options, defects: Sequence[Defect], report_dir: Path) -> CampaignReport:
     from datetime import UTC, datetime
 
@@ -211,9 +233,10 @@ def run_campaign(options: Options, defects: Sequence[Defect], report_dir: Path) 
     with _proxies(options) as proxies:
         say(f"clean run through the proxy (no defect), seed {options.seed} ...")
         clean = _suite(options, proxies, runs / "clean")
-        clean_tests = _outcomes(clean)
-        clean_failures = [f"{t['nodeid']}: {t['message'][:300]}" for t in clean["tests"] if t["outcome"] in FAILING]
         say(f"clean run: {clean['headline']}")
+        clean_tests, flaky = _settle_clean_failures(options, proxies, _outcomes(clean), runs / "clean-again")
+        clean_failures = [f"{t['nodeid']}: {t['message'][:300]}" for t in clean_tests.values()
+                          if t["outcome"] in FAILING]
         results = []
         for number, defect in enumerate(defects, 1):
             for proxy in proxies:
@@ -237,8 +260,8 @@ def run_campaign(options: Options, defects: Sequence[Defect], report_dir: Path) 
         for proxy in proxies:
             proxy.defect = None
     report = CampaignReport(options.target, options.seed, clean_failures,
-                            sum(1 for t in clean["tests"] if t["outcome"] == "passed"), results, started_at,
-                            time.monotonic() - started)
+                            sum(1 for t in clean_tests.values() if t["outcome"] == "passed"), results, started_at,
+                            time.monotonic() - started, flaky)
     (report_dir / "mutants.json").write_text(json.dumps(report.to_dict(), indent=2) + "\n")
     (report_dir / "mutants.md").write_text(report.to_markdown())
     (report_dir / "mutants.html").write_text(report.to_html())
